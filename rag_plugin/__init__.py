@@ -1,0 +1,46 @@
+"""rag_plugin: honest, cited Retrieval-Augmented Generation for the BESSER Bot Framework.
+
+Switch a BBF bot by changing one import::
+
+    from rag_plugin import RAG, RAGMessage   # instead of besser.bot.nlp.rag.rag
+
+Names are imported on first use, so ``python -m rag_plugin`` sub-commands that need neither BBF nor torch start
+quickly.
+"""
+import importlib
+import os
+
+os.environ.setdefault('USE_TF', '0')  # transformers must not import TensorFlow for the embeddings
+
+__version__ = '0.1.0'
+
+_EXPORTS = {
+    'RAG': 'rag_plugin.rag',
+    'RAGMessage': 'rag_plugin.message',
+    'ExtractiveLLM': 'rag_plugin.generate.extractive',
+    'ExtractiveAnswerer': 'rag_plugin.generate.extractive',
+    'ChatModelLLM': 'rag_plugin.generate.chat_model',
+    'openai_llm': 'rag_plugin.generate.chat_model',
+    'default_llm': 'rag_plugin.generate.select',
+    'default_embeddings': 'rag_plugin.defaults',
+    'default_vector_store': 'rag_plugin.defaults',
+    'default_splitter': 'rag_plugin.defaults',
+    'SentenceTransformerEmbeddings': 'rag_plugin.defaults',
+    'IngestReport': 'rag_plugin.ingest.pipeline',
+    'StandaloneBot': 'rag_plugin.standalone',
+    'scope_filter': 'rag_plugin.retrieve',
+    'DEFAULT_RELEVANCE_THRESHOLD': 'rag_plugin.guard',
+    'DEFAULT_NOT_FOUND_ANSWER': 'rag_plugin.guard',
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)

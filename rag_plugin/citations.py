@@ -1,0 +1,62 @@
+"""Citations: check the ``[n]`` markers of an answer against the fragments given, and list the sources.
+
+Sources always come from the fragments' metadata (the system), never from what the model writes; a marker that
+points to no fragment is removed from the answer.
+"""
+from __future__ import annotations
+
+import logging
+import re
+
+from langchain_core.documents import Document
+
+logger = logging.getLogger(__name__)
+
+_MARKER = re.compile(r'\[(\d+(?:\s*[,;]\s*\d+)*)\]')
+
+
+def resolve_citations(answer: str, docs: list[Document]) -> tuple[str, list[int]]:
+    """Remove markers that point to no fragment; return the cleaned answer and the valid cited numbers.
+
+    Args:
+        answer (str): the model's answer
+        docs (list[Document]): the fragments, numbered from 1
+
+    Returns:
+        tuple[str, list[int]]: the answer, and the fragment numbers cited, in order of first citation
+    """
+    cited: list[int] = []
+    invalid: list[int] = []
+
+    def replace(match: re.Match) -> str:
+        numbers = [int(n) for n in re.split(r'\s*[,;]\s*', match.group(1))]
+        valid = [n for n in numbers if 1 <= n <= len(docs)]
+        invalid.extend(n for n in numbers if n not in valid)
+        cited.extend(n for n in valid if n not in cited)
+        return ''.join(f'[{n}]' for n in valid)
+
+    cleaned = _MARKER.sub(replace, answer)
+    if invalid:
+        logger.warning('[RAG] Removed citation(s) %s that point to no fragment (%d given)', invalid, len(docs))
+        cleaned = re.sub(r'[ \t]+([.,;:!?])', r'\1', re.sub(r'[ \t]{2,}', ' ', cleaned))
+    return cleaned.strip(), cited
+
+
+def list_sources(docs: list[Document], cited: list[int]) -> list[dict]:
+    """Deduplicated ``{source, page, chunk_id, score, cited}`` of the fragments, cited ones first.
+
+    Fragments from the same file and page are one source (the best-scoring chunk's id and score are kept).
+    """
+    order = [n - 1 for n in cited] + [i for i in range(len(docs)) if i + 1 not in cited]
+    sources: list[dict] = []
+    seen: dict[tuple, dict] = {}
+    for i in order:
+        metadata = docs[i].metadata
+        key = (metadata.get('source_id') or metadata.get('source'), metadata.get('page'))
+        entry = {'source': metadata.get('source') or metadata.get('source_id') or 'unknown',
+                 'page': metadata.get('page'), 'chunk_id': metadata.get('chunk_id'),
+                 'score': metadata.get('score'), 'cited': (i + 1) in cited}
+        if key not in seen:
+            seen[key] = entry
+            sources.append(entry)
+    return sources

@@ -1,0 +1,161 @@
+"""Command line: ``python -m rag_plugin ingest|ask|stats|trace|setup-nltk`` on the default store and models."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from typing import Optional
+
+
+def _build_rag(args: argparse.Namespace):
+    from rag_plugin import RAG, StandaloneBot, default_splitter, default_vector_store
+    from rag_plugin.generate.select import default_llm
+    from rag_plugin.guard import DEFAULT_RELEVANCE_THRESHOLD
+    bot = StandaloneBot()
+    store = default_vector_store(args.store)
+    llm = default_llm(bot, getattr(args, 'model', None))
+    threshold = getattr(args, 'threshold', None)
+    return RAG(bot, store, default_splitter(), llm.name, k=getattr(args, 'k', 4) or 4,
+               relevance_threshold=DEFAULT_RELEVANCE_THRESHOLD if threshold is None else threshold,
+               trace_file=getattr(args, 'trace_file', None))
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    """Ingest a folder or file and print the report."""
+    rag = _build_rag(args)
+    tags = [t for t in (args.tags or '').split(',') if t.strip()]
+    try:
+        report = rag.ingest(args.path, sync=args.sync, tags=tags, progress=not args.json and not args.quiet)
+    except FileNotFoundError as e:
+        print(f'error: {e}', file=sys.stderr)
+        return 2
+    print(json.dumps(report.to_dict(), indent=2) if args.json else report)
+    return 0
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    """Answer one question and print the answer with numbered sources."""
+    rag = _build_rag(args)
+    result = rag.run(message=args.question)
+    sources = [{'source': s['source'], 'page': s['page'], 'score': s['score'], 'chunk_id': s['chunk_id']}
+               for s in result.sources]
+    if args.json:
+        print(json.dumps({'answer': result.answer, 'sources': sources, 'llm_name': result.llm_name,
+                          'confidence': result.confidence, 'abstained': result.abstained,
+                          'degraded': result.degraded}, indent=2, ensure_ascii=False))
+        return 0
+    print(result.answer)
+    if sources:
+        print('\nSources:')
+        for n, s in enumerate(sources, start=1):
+            page = f', page {s["page"]}' if s['page'] is not None else ''
+            print(f'  [{n}] {s["source"]}{page} (score {s["score"]:.2f})')
+    print(f'\n({result.llm_name}, confidence: {result.confidence}'
+          + (', abstained' if result.abstained else '') + (', degraded' if result.degraded else '') + ')')
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    """Print what the store holds, per document."""
+    from rag_plugin import default_vector_store
+    from rag_plugin.ingest import ledger_for
+    store = default_vector_store(args.store)
+    records = ledger_for(store).all()
+    count = store._collection.count() if hasattr(store, '_collection') else None
+    if args.json:
+        print(json.dumps({'chunks_in_store': count, 'documents': [vars(r) for r in records]}, indent=2))
+        return 0
+    print(f'{len(records)} document(s), {count} chunk(s) in {args.store}')
+    for r in records:
+        state = '' if r.status == 'ok' else f'  [{r.status}: interrupted, repaired on next ingest]'
+        print(f'  {r.n_chunks:>6} chunks  {r.source_id}  ({r.title}; {r.document_id}; {r.ingested_at}){state}')
+    return 0
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    """Show the last calls of a trace file."""
+    from rag_plugin.trace import format_record, read_trace
+    if not args.file or not os.path.exists(args.file):
+        print(f'error: no trace file at {args.file!r} (set RAG_PLUGIN_TRACE or pass --file)', file=sys.stderr)
+        return 2
+    records = read_trace(args.file, args.last)
+    if args.json:
+        print(json.dumps(records, indent=2, ensure_ascii=False))
+    else:
+        print('\n\n'.join(format_record(r) for r in records) or '(empty trace)')
+    return 0
+
+
+def cmd_setup_nltk(args: argparse.Namespace) -> int:
+    """Write the offline punkt model BBF needs."""
+    from rag_plugin.nltk_setup import ensure_punkt, punkt_dir
+    written = ensure_punkt()
+    print(f'punkt: {len(written)} file(s) written to {punkt_dir()}' if written else f'punkt: present in {punkt_dir()}')
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (one sub-command per job)."""
+    from rag_plugin.defaults import DEFAULT_STORE_DIR
+    from rag_plugin.trace import default_trace_path
+    parser = argparse.ArgumentParser(prog='python -m rag_plugin', description=__doc__)
+    parser.add_argument('-v', '--verbose', action='store_true', help='log at INFO level')
+    sub = parser.add_subparsers(dest='command', required=True)
+
+    def with_store(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument('--store', default=DEFAULT_STORE_DIR,
+                       help='vector store folder (default: %(default)s, env RAG_PLUGIN_STORE)')
+        return p
+
+    p = with_store(sub.add_parser('ingest', help='ingest PDF/Markdown/text/DOCX files (idempotent)',
+                                  description='Ingest a folder (recursively) or a file. Unchanged files are skipped; '
+                                              'changed files are replaced; bad files are reported and skipped.'))
+    p.add_argument('path', help='a folder or a file')
+    p.add_argument('--sync', action='store_true', help='also delete chunks of files removed from the folder')
+    p.add_argument('--tags', help='comma-separated tags stored on every chunk')
+    p.add_argument('--json', action='store_true', help='print the report as JSON')
+    p.add_argument('-q', '--quiet', action='store_true', help='no progress bars')
+    p.set_defaults(func=cmd_ingest)
+
+    p = with_store(sub.add_parser('ask', help='answer a question from the ingested documents',
+                                  description='Answer from the store; prints the answer and numbered sources '
+                                              '(file, 1-based page, score). Uses OpenAI when OPENAI_API_KEY or '
+                                              'OPENAI_BASE_URL is set, else the offline extractive answerer.'))
+    p.add_argument('question')
+    p.add_argument('--k', type=int, default=4, help='chunks to retrieve (default: %(default)s)')
+    p.add_argument('--threshold', type=float, help='relevance threshold (default: the calibrated one)')
+    p.add_argument('--model', help='OpenAI model name (when OpenAI is configured)')
+    p.add_argument('--trace-file', default=default_trace_path(), help='append a trace line to this file')
+    p.add_argument('--json', action='store_true',
+                   help='print {"answer", "sources": [{"source", "page", "score", "chunk_id"}], "llm_name", '
+                        '"confidence", "abstained", "degraded"}')
+    p.set_defaults(func=cmd_ask)
+
+    p = with_store(sub.add_parser('stats', help='what the store holds, per document'))
+    p.add_argument('--json', action='store_true')
+    p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser('trace', help='show the last calls of a trace file readably')
+    p.add_argument('--file', default=default_trace_path() or 'rag_trace.jsonl',
+                   help='the trace file (default: env RAG_PLUGIN_TRACE or %(default)s)')
+    p.add_argument('-n', '--last', type=int, default=10, help='how many calls (default: %(default)s)')
+    p.add_argument('--json', action='store_true')
+    p.set_defaults(func=cmd_trace)
+
+    p = sub.add_parser('setup-nltk', help="write the offline 'punkt' model BBF needs (no download)")
+    p.set_defaults(func=cmd_setup_nltk)
+    return parser
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Entry point."""
+    os.environ.setdefault('USE_TF', '0')
+    os.environ.setdefault('ANONYMIZED_TELEMETRY', 'False')
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format='%(levelname)s %(name)s: %(message)s')
+    for noisy in ('chromadb', 'httpx', 'sentence_transformers'):
+        logging.getLogger(noisy).setLevel(logging.WARNING if args.verbose else logging.ERROR)
+    return args.func(args)

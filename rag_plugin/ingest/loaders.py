@@ -1,0 +1,194 @@
+"""Read files into page-level LangChain documents with 1-based pages, titles and section headings.
+
+One loader per format (PDF, Markdown, plain text, DOCX). A file that cannot be read raises :class:`SkipFile` with
+a reason a user can act on; the ingestion pipeline reports it and carries on with the other files.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from langchain_core.documents import Document
+
+PDF_EXTENSIONS = {'.pdf'}
+TEXT_EXTENSIONS = {'.txt', '.text'}
+MARKDOWN_EXTENSIONS = {'.md', '.markdown'}
+DOCX_EXTENSIONS = {'.docx'}
+SUPPORTED_EXTENSIONS = PDF_EXTENSIONS | TEXT_EXTENSIONS | MARKDOWN_EXTENSIONS | DOCX_EXTENSIONS
+
+# Real filings exceed pypdf's anti-DoS array limit (100,000 elements) in newer pypdf releases; we raise it to
+# 10 million on purpose (see README, "Ingestion"), still a bound against hostile files.
+PYPDF_ARRAY_LIMIT = 10_000_000
+
+
+class SkipFile(Exception):
+    """A file that cannot be ingested; the message is the reason shown to the user."""
+
+
+@dataclass
+class LoadedFile:
+    """The text of one file, page by page.
+
+    Attributes:
+        title (str): the document title (PDF title, first heading, or the file name)
+        pages (list[Document]): one document per page (a single one for formats without pages); metadata has
+            ``page`` (1-based, PDFs only), ``page_label`` (when the PDF defines labels) and ``headings``, a list of
+            ``(offset, heading)`` found in the page text
+    """
+    title: str
+    pages: list[Document] = field(default_factory=list)
+
+
+def file_digest(data: bytes) -> str:
+    """Return the stable document id of a file's content (first 16 hex digits of its SHA-256)."""
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+_HEADING_LINE = re.compile(r'^(?:\d+(?:\.\d+)*\.?\s+)?[A-Z][^\n]{1,70}$')
+
+
+def _pdf_headings(text: str) -> list[tuple[int, str]]:
+    """Find heading-like lines in extracted PDF text: short, capitalised, no closing punctuation."""
+    headings = []
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        stripped = line.strip()
+        if (_HEADING_LINE.match(stripped) and len(stripped.split()) <= 9 and not stripped.endswith(('.', ',', ':', ';'))
+                and not re.search(r'(^|\s)(page|Page) \d+( of \d+)?$', stripped)):
+            headings.append((offset, stripped))
+        offset += len(line)
+    return headings
+
+
+def _markdown_headings(text: str) -> list[tuple[int, str]]:
+    return [(m.start(), m.group(2).strip()) for m in re.finditer(r'^(#{1,6})\s+(.+)$', text, flags=re.M)]
+
+
+def load_pdf(path: Path, data: bytes) -> LoadedFile:
+    """Read a PDF with pypdf.
+
+    Raises:
+        SkipFile: not a PDF, corrupt, encrypted with a password, or without a text layer
+    """
+    import io
+    import pypdf
+    from pypdf.errors import PdfReadError
+    if hasattr(pypdf, '_configuration'):  # newer pypdf only; 4.x has no such limit
+        pypdf._configuration.overwrite_configuration(array_maximum_element_count=PYPDF_ARRAY_LIMIT)
+    if not data.lstrip()[:5].startswith(b'%PDF-'):
+        raise SkipFile('not a PDF: the content does not start with %PDF- (wrong extension?)')
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data), strict=False)
+        if reader.is_encrypted and not reader.decrypt(''):
+            raise SkipFile('encrypted PDF: a password is required')
+        n_pages = len(reader.pages)
+        texts = [(page.extract_text() or '') for page in reader.pages]
+        has_labels = '/PageLabels' in reader.trailer['/Root']
+        labels = list(reader.page_labels) if has_labels else []
+        title = (reader.metadata.title if reader.metadata else None) or ''
+    except SkipFile:
+        raise
+    except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, OSError, RecursionError) as e:
+        raise SkipFile(f'corrupt PDF: {type(e).__name__}: {e}') from e
+    except Exception as e:  # pypdf raises many types on damaged files; the file is skipped, never the batch
+        if 'crypt' in str(e).lower():
+            raise SkipFile(f'encrypted PDF: {e}') from e
+        raise SkipFile(f'unreadable PDF: {type(e).__name__}: {e}') from e
+    if n_pages == 0:
+        raise SkipFile('empty PDF: no pages')
+    if not any(t.strip() for t in texts):
+        raise SkipFile(f'no text layer (scanned or image-only PDF?): 0 characters on {n_pages} pages')
+    pages = []
+    for i, text in enumerate(texts):
+        if not text.strip():
+            continue
+        metadata = {'page': i + 1, 'headings': _pdf_headings(text)}
+        if labels and labels[i] != str(i + 1):
+            metadata['page_label'] = labels[i]
+        pages.append(Document(page_content=text, metadata=metadata))
+    return LoadedFile(title=title.strip() or path.stem, pages=pages)
+
+
+def _decode_text(data: bytes) -> str:
+    if b'\x00' in data[:8192]:
+        raise SkipFile('binary content in a text file (wrong extension?)')
+    for encoding in ('utf-8-sig', 'cp1252'):
+        try:
+            return data.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+    raise SkipFile('not valid UTF-8 or Windows-1252 text')
+
+
+def load_text(path: Path, data: bytes) -> LoadedFile:
+    """Read a plain-text file (UTF-8, or Windows-1252 as a fallback)."""
+    text = _decode_text(data)
+    return LoadedFile(title=path.stem, pages=[Document(page_content=text, metadata={'headings': []})])
+
+
+def load_markdown(path: Path, data: bytes) -> LoadedFile:
+    """Read a Markdown file; ``#`` headings become sections and the first one the title."""
+    text = _decode_text(data)
+    headings = _markdown_headings(text)
+    title = headings[0][1] if headings else path.stem
+    return LoadedFile(title=title, pages=[Document(page_content=text, metadata={'headings': headings})])
+
+
+def load_docx(path: Path, data: bytes) -> LoadedFile:
+    """Read a DOCX file with python-docx; paragraphs styled as headings become sections."""
+    import io
+    import zipfile
+    import docx
+    try:
+        document = docx.Document(io.BytesIO(data))
+    except (zipfile.BadZipFile, KeyError, ValueError) as e:
+        raise SkipFile(f'corrupt DOCX: {type(e).__name__}: {e}') from e
+    except Exception as e:
+        raise SkipFile(f'unreadable DOCX: {type(e).__name__}: {e}') from e
+    parts, headings, offset = [], [], 0
+    for paragraph in document.paragraphs:
+        text = paragraph.text.strip()
+        if not text:
+            continue
+        style = (paragraph.style.name or '') if paragraph.style is not None else ''
+        if style.startswith(('Heading', 'Title')):
+            headings.append((offset, text))
+        parts.append(text)
+        offset += len(text) + 2
+    for table in document.tables:
+        for row in table.rows:
+            line = ' | '.join(cell.text.strip() for cell in row.cells)
+            parts.append(line)
+    title = (document.core_properties.title or '').strip() or (headings[0][1] if headings else path.stem)
+    return LoadedFile(title=title, pages=[Document(page_content='\n\n'.join(parts), metadata={'headings': headings})])
+
+
+LOADERS: dict[str, Callable[[Path, bytes], LoadedFile]] = {
+    **{ext: load_pdf for ext in PDF_EXTENSIONS},
+    **{ext: load_text for ext in TEXT_EXTENSIONS},
+    **{ext: load_markdown for ext in MARKDOWN_EXTENSIONS},
+    **{ext: load_docx for ext in DOCX_EXTENSIONS},
+}
+
+
+def load_file(path: Path, data: Optional[bytes] = None) -> LoadedFile:
+    """Read one file with the loader of its extension.
+
+    Raises:
+        SkipFile: unsupported format, or a file its loader cannot read, or one without any text
+    """
+    loader = LOADERS.get(path.suffix.lower())
+    if loader is None:
+        raise SkipFile(f'unsupported format {path.suffix or "(no extension)"}; '
+                       f'supported: {", ".join(sorted(SUPPORTED_EXTENSIONS))}')
+    if data is None:
+        data = path.read_bytes()
+    if not data:
+        raise SkipFile('empty file (0 bytes)')
+    loaded = loader(path, data)
+    if not any(page.page_content.strip() for page in loaded.pages):
+        raise SkipFile('no text in the file')
+    return loaded

@@ -1,0 +1,379 @@
+"""Ingestion: files -> page documents -> chunks with metadata -> vector store, idempotently and incrementally.
+
+:class:`Ingestor` walks a folder (or takes one file, a text, or an uploaded BBF ``File``), skips unchanged files
+by content hash without parsing them, replaces the chunks of changed files, optionally deletes those of removed
+files, and reports every file's outcome. Bad files are skipped with a reason; nothing indexed before is lost.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable, Optional
+
+from langchain_core.documents import Document
+from langchain_core.vectorstores import VectorStore
+from langchain_text_splitters import TextSplitter
+
+from rag_plugin.ingest.ledger import FileRecord, Ledger, chunk_ids
+from rag_plugin.ingest.loaders import SUPPORTED_EXTENSIONS, LoadedFile, SkipFile, file_digest, load_file
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_FILE_MB = 200.0
+"""float: files above this size are skipped (configurable per :class:`Ingestor`)."""
+
+
+@dataclass
+class FileResult:
+    """What happened to one file.
+
+    Attributes:
+        source_id (str): the file path relative to the ingested root
+        status (str): ``added``, ``updated``, ``unchanged``, ``removed`` or ``skipped``
+        chunks (int): chunks written (added/updated), kept (unchanged) or deleted (removed)
+        reason (str): why a file was skipped
+    """
+    source_id: str
+    status: str
+    chunks: int = 0
+    reason: str = ''
+
+
+@dataclass
+class IngestReport:
+    """The outcome of one ingestion.
+
+    Attributes:
+        files (list[FileResult]): one entry per file seen (and per removed file)
+        chunks_added (int): chunks written to the store
+        chunks_unchanged (int): chunks already in the store and left alone
+        chunks_removed (int): chunks deleted (replaced versions and, with ``sync``, removed files)
+        seconds (float): wall time
+    """
+    files: list[FileResult] = field(default_factory=list)
+    chunks_added: int = 0
+    chunks_unchanged: int = 0
+    chunks_removed: int = 0
+    seconds: float = 0.0
+
+    @property
+    def skipped(self) -> list[FileResult]:
+        """The files that were not ingested, with their reasons."""
+        return [f for f in self.files if f.status == 'skipped']
+
+    @property
+    def ok(self) -> list[FileResult]:
+        """The files that are in the store after this ingestion."""
+        return [f for f in self.files if f.status in ('added', 'updated', 'unchanged')]
+
+    def to_dict(self) -> dict:
+        """Return the report as plain data (for ``--json`` and logs)."""
+        return {
+            'files_ok': len(self.ok), 'files_skipped': len(self.skipped), 'chunks_added': self.chunks_added,
+            'chunks_unchanged': self.chunks_unchanged, 'chunks_removed': self.chunks_removed,
+            'seconds': round(self.seconds, 3), 'files': [vars(f) for f in self.files],
+        }
+
+    def __str__(self) -> str:
+        lines = [f'{len(self.ok)} file(s) ok, {len(self.skipped)} skipped; chunks: {self.chunks_added} added, '
+                 f'{self.chunks_unchanged} unchanged, {self.chunks_removed} removed; {self.seconds:.1f} s']
+        for f in self.files:
+            detail = f'  {f.status:<9} {f.source_id}'
+            detail += f'  ({f.reason})' if f.reason else f'  [{f.chunks} chunks]'
+            lines.append(detail)
+        return '\n'.join(lines)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec='seconds')
+
+
+def _slug_tag(tag: str) -> str:
+    return re.sub(r'[^A-Za-z0-9_.-]+', '_', tag.strip()).strip('_')
+
+
+def _section_for(offset: int, headings: list, carried: Optional[str]) -> Optional[str]:
+    section = carried
+    for heading_offset, heading in headings:
+        if heading_offset <= offset + 40:  # a heading at the very top of a chunk names it
+            section = heading
+        else:
+            break
+    return section
+
+
+@dataclass
+class _Pending:
+    """A file version whose chunks are being written."""
+    root: str
+    source_id: str
+    result: FileResult
+    remaining: int
+
+
+class Ingestor:
+    """Writes documents into a vector store, once.
+
+    Args:
+        vector_store (VectorStore): the store (must support ``add_documents(ids=...)`` upserts and ``delete(ids)``)
+        splitter (TextSplitter): splits each page into chunks
+        ledger (Ledger): the ingestion ledger (see :func:`ledger_for`)
+        batch_size (int): chunks embedded and written per store call
+        max_file_mb (float): larger files are skipped
+
+    Attributes:
+        vector_store (VectorStore): the store
+        splitter (TextSplitter): the splitter
+        ledger (Ledger): the ledger
+    """
+
+    def __init__(self, vector_store: VectorStore, splitter: TextSplitter, ledger: Ledger, batch_size: int = 128,
+                 max_file_mb: float = DEFAULT_MAX_FILE_MB):
+        self.vector_store: VectorStore = vector_store
+        self.splitter: TextSplitter = splitter
+        self.ledger: Ledger = ledger
+        self.batch_size: int = batch_size
+        self.max_file_mb: float = max_file_mb
+        self._repaired = False
+
+    # ---- chunking -------------------------------------------------------------------------------------------------
+    def chunk(self, loaded: LoadedFile, source_id: str, document_id: str, tags: Iterable[str] = (),
+              ingested_at: Optional[str] = None, extra: Optional[dict] = None) -> list[Document]:
+        """Split a loaded file into chunks carrying the full metadata (see README, "Metadata").
+
+        Args:
+            loaded (LoadedFile): the file's pages
+            source_id (str): the path relative to the ingested root
+            document_id (str): the content hash of the file
+            tags (Iterable[str]): tags given at ingestion
+            ingested_at (str): ISO time stamp
+            extra (dict): more metadata for every chunk (scalar values only)
+
+        Returns:
+            list[Document]: the chunks, in document order; ``metadata['chunk_id']`` is their store id
+        """
+        tags = [t for t in (_slug_tag(t) for t in tags) if t]
+        base = {
+            'document_id': document_id, 'source_id': source_id, 'title': loaded.title,
+            'source': Path(source_id).name, 'ingested_at': ingested_at or _now(),
+        }
+        if tags:
+            base['tags'] = ','.join(tags)
+            base.update({f'tag:{t}': True for t in tags})
+        base.update({k: v for k, v in (extra or {}).items() if isinstance(v, (str, int, float, bool))})
+        chunks: list[Document] = []
+        section = None
+        for page in loaded.pages:
+            headings = page.metadata.get('headings', [])
+            page_meta = {k: v for k, v in page.metadata.items() if k != 'headings'}
+            for piece in self.splitter.split_documents([Document(page_content=page.page_content)]):
+                text = piece.page_content
+                if not text.strip():
+                    continue
+                start = piece.metadata.get('start_index', 0)
+                chunk_section = _section_for(start, headings, section)
+                metadata = {**base, **page_meta, 'chunk_index': len(chunks), 'start_index': start,
+                            'content_hash': hashlib.sha256(text.encode('utf-8')).hexdigest()[:16]}
+                if chunk_section:
+                    metadata['section'] = chunk_section
+                chunks.append(Document(page_content=text, metadata=metadata))
+            section = _section_for(len(page.page_content), headings, section)
+        for chunk, chunk_id in zip(chunks, chunk_ids(document_id, len(chunks))):
+            chunk.metadata['chunk_id'] = chunk_id
+        return chunks
+
+    # ---- crash repair -----------------------------------------------------------------------------------------------
+    def _delete(self, ids: list[str]) -> None:
+        for start in range(0, len(ids), 5000):
+            batch = ids[start:start + 5000]
+            if batch:
+                self.vector_store.delete(ids=batch)
+
+    def repair(self) -> int:
+        """Finish what a killed ingestion left: delete the replaced versions it had not deleted yet.
+
+        The interrupted file itself stays ``pending`` and is written again (upserts by id) when next ingested.
+
+        Returns:
+            int: chunks deleted
+        """
+        removed = 0
+        for record in self.ledger.pending():
+            old = record.prev_ids()
+            if old:
+                self._delete(old)
+                removed += len(old)
+            self.ledger.forget_previous(record.root, record.source_id)
+            logger.warning('[RAG] Repaired an interrupted ingestion of %s', record.source_id)
+        return removed
+
+    # ---- ingestion --------------------------------------------------------------------------------------------------
+    def _walk(self, path: Path) -> tuple[Path, list[Path]]:
+        if path.is_file():
+            return path.parent, [path]
+        if not path.is_dir():
+            raise FileNotFoundError(f'No such file or folder: {path}')
+        files = sorted(p for p in path.rglob('*') if p.is_file() and not any(
+            part.startswith('.') for part in p.relative_to(path).parts))
+        return path, files
+
+    def ingest(self, path: str | os.PathLike, *, sync: bool = False, tags: Iterable[str] = (),
+               progress: bool = False, extensions: Optional[Iterable[str]] = None) -> IngestReport:
+        """Ingest a folder (recursively) or one file.
+
+        Args:
+            path (str): a folder or a file
+            sync (bool): also delete the chunks of files that were ingested from this folder before and are gone
+            tags (Iterable[str]): tags stored on every chunk (filterable as ``{"tag:<name>": True}``)
+            progress (bool): show tqdm progress bars
+            extensions (Iterable[str]): only these file extensions (default: every supported format)
+
+        Returns:
+            IngestReport: the per-file outcome and chunk counts
+        """
+        started = time.perf_counter()
+        root_path, files = self._walk(Path(path).resolve())
+        if extensions is not None:
+            wanted = {e.lower() for e in extensions}
+            files = [f for f in files if f.suffix.lower() in wanted]
+        root = str(root_path)
+        report = IngestReport()
+        report.chunks_removed += self.repair()
+        sources = []
+        seen: set[str] = set()
+        for file_path in files:
+            source_id = file_path.relative_to(root_path).as_posix()
+            seen.add(source_id)
+            if file_path.suffix.lower() not in SUPPORTED_EXTENSIONS:
+                report.files.append(FileResult(source_id, 'skipped', reason=f'unsupported format '
+                                               f'{file_path.suffix or "(no extension)"}'))
+                continue
+            sources.append((source_id, file_path))
+        self._ingest_sources(root, sources, report, tags, progress)
+        if sync:
+            for record in self.ledger.all(root):
+                if record.source_id not in seen:
+                    ids = record.ids() + record.prev_ids()
+                    self._delete(ids)
+                    self.ledger.remove(root, record.source_id)
+                    report.chunks_removed += len(ids)
+                    report.files.append(FileResult(record.source_id, 'removed', chunks=record.n_chunks))
+        report.seconds = time.perf_counter() - started
+        for skipped in report.skipped:
+            logger.warning('[RAG] Skipped %s: %s', skipped.source_id, skipped.reason)
+        logger.info('[RAG] Ingestion of %s: %s', path, str(report).splitlines()[0])
+        return report
+
+    def ingest_bytes(self, root: str, source_id: str, data: bytes, *, tags: Iterable[str] = (),
+                     extra: Optional[dict] = None) -> IngestReport:
+        """Ingest one in-memory file (an upload) or text under a virtual root; nothing is written to disk."""
+        started = time.perf_counter()
+        report = IngestReport()
+        report.chunks_removed += self.repair()
+        self._ingest_sources(root, [(source_id, data)], report, tags, False, extra)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _ingest_sources(self, root: str, sources: list, report: IngestReport, tags: Iterable[str], progress: bool,
+                        extra: Optional[dict] = None) -> None:
+        from tqdm.auto import tqdm
+        tags = list(tags)
+        to_write: list[Document] = []
+        in_flight: list[_Pending] = []
+        claimed: dict[str, str] = {}  # document_id -> source_id, within this run
+        files_bar = tqdm(sources, desc='Reading', unit='file', disable=not progress)
+        for source_id, origin in files_bar:
+            try:
+                data = origin if isinstance(origin, bytes) else self._read(origin)
+                document_id = file_digest(data)
+                record = self.ledger.get(root, source_id)
+                if record and record.status == 'ok' and record.document_id == document_id:
+                    report.files.append(FileResult(source_id, 'unchanged', chunks=record.n_chunks))
+                    report.chunks_unchanged += record.n_chunks
+                    continue
+                duplicate = self.ledger.find_document(document_id)
+                if duplicate and (duplicate.root, duplicate.source_id) != (root, source_id):
+                    raise SkipFile(f'same content as {duplicate.source_id}, which is already ingested')
+                if document_id in claimed:
+                    raise SkipFile(f'same content as {claimed[document_id]}')
+                claimed[document_id] = source_id
+                loaded = load_file(Path(source_id), data)
+            except SkipFile as e:
+                report.files.append(FileResult(source_id, 'skipped', reason=str(e)))
+                continue
+            except OSError as e:
+                report.files.append(FileResult(source_id, 'skipped', reason=f'cannot read: {e.strerror or e}'))
+                continue
+            ingested_at = _now()
+            chunks = self.chunk(loaded, source_id, document_id, tags, ingested_at, extra)
+            if not chunks:
+                report.files.append(FileResult(source_id, 'skipped', reason='no text after splitting'))
+                continue
+            self.ledger.begin(root, source_id, document_id, len(chunks), loaded.title, ingested_at, record)
+            result = FileResult(source_id, 'updated' if record else 'added', chunks=len(chunks))
+            report.files.append(result)
+            in_flight.append(_Pending(root, source_id, result, len(chunks)))
+            to_write.extend(chunks)
+        files_bar.close()
+        self._write(to_write, in_flight, report, progress)
+
+    def _read(self, file_path: Path) -> bytes:
+        size = file_path.stat().st_size
+        if size == 0:
+            raise SkipFile('empty file (0 bytes)')
+        if size > self.max_file_mb * 1024 * 1024:
+            raise SkipFile(f'file too large: {size / 1024 / 1024:.1f} MB > {self.max_file_mb:g} MB limit')
+        return file_path.read_bytes()
+
+    def _write(self, chunks: list[Document], in_flight: list[_Pending], report: IngestReport, progress: bool) -> None:
+        """Embed and upsert chunks in batches; commit each file when all its chunks are in."""
+        from tqdm.auto import tqdm
+        bar = tqdm(total=len(chunks), desc='Embedding', unit='chunk', disable=not progress)
+        queue = iter(in_flight)
+        current = next(queue, None)
+        for start in range(0, len(chunks), self.batch_size):
+            batch = chunks[start:start + self.batch_size]
+            self.vector_store.add_documents(batch, ids=[c.metadata['chunk_id'] for c in batch])
+            report.chunks_added += len(batch)
+            bar.update(len(batch))
+            written = len(batch)
+            while current is not None and written:
+                step = min(written, current.remaining)
+                current.remaining -= step
+                written -= step
+                if current.remaining == 0:
+                    self._finish(current, report)
+                    current = next(queue, None)
+        bar.close()
+
+    def _finish(self, pending: _Pending, report: IngestReport) -> None:
+        record = self.ledger.get(pending.root, pending.source_id)
+        old = record.prev_ids() if record else []
+        if old:
+            self._delete(old)
+            report.chunks_removed += len(old)
+        self.ledger.commit(pending.root, pending.source_id)
+
+    def stats(self) -> list[FileRecord]:
+        """Return what the store holds, one ledger row per document."""
+        return self.ledger.all()
+
+
+def ledger_for(vector_store: VectorStore, path: Optional[str] = None) -> Ledger:
+    """Return the ledger that belongs to a store: next to a persisted Chroma store, else in memory.
+
+    Args:
+        vector_store (VectorStore): the store
+        path (str): an explicit SQLite file (overrides the default location)
+    """
+    if path is None:
+        persist = getattr(vector_store, '_persist_directory', None)
+        name = getattr(getattr(vector_store, '_collection', None), 'name', 'default')
+        path = os.path.join(persist, f'rag_plugin_ledger_{name}.sqlite3') if persist else ':memory:'
+    return Ledger(path)

@@ -1,0 +1,58 @@
+"""The result of a RAG run: BBF's ``RAGMessage`` plus sources, confidence and what happened."""
+from __future__ import annotations
+
+from typing import Optional
+
+from besser.bot.nlp.rag.rag import RAGMessage as BBFRAGMessage
+from langchain_core.documents import Document
+
+
+class RAGMessage(BBFRAGMessage):
+    """The result of a RAG execution (a drop-in for BBF's, with more fields).
+
+    Args:
+        llm_name (str): the name of the LLM that generated the answer
+        question (str): the original question
+        answer (str): the generated answer
+        docs (list[Document]): the fragments given to the LLM, most relevant first; each ``metadata`` has
+            ``source``, ``page`` (1-based, PDFs) and ``score``
+        sources (list[dict]): deduplicated ``{source, page, chunk_id, score}`` of those fragments, those the
+            answer cites first
+        confidence (str): ``high``, ``medium`` or ``low``
+        abstained (bool): True when nothing relevant was found and the LLM was not called
+        degraded (bool): True when the LLM failed and the extractive answerer answered instead
+        query (str): the query that was actually searched (a rewrite of the question in a conversation)
+        cited (list[int]): the fragment numbers the answer cites (1-based, valid ones only)
+
+    Attributes:
+        llm_name (str): the name of the LLM that generated the answer
+        question (str): the original question
+        answer (str): the generated answer
+        docs (list[Document]): the fragments given to the LLM
+        sources (list[dict]): where the answer comes from
+        confidence (str): ``high``, ``medium`` or ``low``
+        abstained (bool): whether the RAG abstained
+        degraded (bool): whether the answer comes from the fallback answerer
+        query (str): the searched query
+        cited (list[int]): the fragment numbers the answer cites
+    """
+
+    def __init__(self, llm_name: str, question: str, answer: str, docs: list[Document],
+                 sources: Optional[list[dict]] = None, confidence: str = 'low', abstained: bool = False,
+                 degraded: bool = False, query: Optional[str] = None, cited: Optional[list[int]] = None):
+        super().__init__(llm_name=llm_name, question=question, answer=answer, docs=docs)
+        self.sources: list[dict] = sources or []
+        self.confidence: str = confidence
+        self.abstained: bool = abstained
+        self.degraded: bool = degraded
+        self.query: str = query or question
+        self.cited: list[int] = cited or []
+
+    def to_dict(self) -> dict:
+        """Return BBF's keys (``llm_name``, ``question``, ``answer``, ``docs``) plus this plugin's fields."""
+        result = super().to_dict()
+        result.update({
+            'sources': self.sources, 'confidence': self.confidence, 'abstained': self.abstained,
+            'degraded': self.degraded, 'query': self.query, 'cited': self.cited,
+        })
+        return result

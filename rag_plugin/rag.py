@@ -1,0 +1,312 @@
+"""The RAG: orchestrates ingest -> retrieve -> guard -> augment -> generate, with BBF 1.5's API."""
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Optional
+
+from langchain_core.documents import Document
+from langchain_core.vectorstores import VectorStore
+from langchain_text_splitters import TextSplitter
+
+from rag_plugin.augment import DEFAULT_LLM_PROMPT, PromptBuilder
+from rag_plugin.citations import list_sources, resolve_citations
+from rag_plugin.generate.resilient import Generation, ResilientGenerator
+from rag_plugin.guard import DEFAULT_NOT_FOUND_ANSWER, DEFAULT_RELEVANCE_THRESHOLD, GuardDecision, RelevanceGuard
+from rag_plugin.history import ConversationHistory
+from rag_plugin.ingest import IngestReport, Ingestor, ledger_for
+from rag_plugin.ingest.loaders import PDF_EXTENSIONS
+from rag_plugin.message import RAGMessage
+from rag_plugin.retrieve import DenseRetriever
+from rag_plugin.trace import TraceWriter, default_trace_path
+
+if TYPE_CHECKING:
+    from besser.bot.core.bot import Bot
+    from besser.bot.core.file import File
+    from besser.bot.core.session import Session
+    from besser.bot.nlp.llm.llm import LLM
+
+logger = logging.getLogger(__name__)
+
+STORE_UNAVAILABLE_ANSWER = "I can't search the documents right now; please try again later."
+"""str: the answer when the vector store fails."""
+
+MAX_UPLOAD_MB = 20.0
+"""float: default size limit of files uploaded in the chat (:meth:`RAG.add_file`)."""
+
+
+class RAG:
+    """A Retrieval Augmented Generation (RAG) engine that answers only from your documents, with sources.
+
+    A drop-in replacement for BBF 1.5's ``besser.bot.nlp.rag.rag.RAG``: same constructor, same methods, and
+    ``session.run_rag()`` uses it. On top of it: a relevance guard (below the threshold the RAG answers
+    ``not_found_answer`` without calling the LLM), numbered cited fragments, sources from metadata, retries with a
+    fallback to extraction, idempotent ingestion, and an optional per-call trace.
+
+    Args:
+        bot (Bot): the bot the RAG engine belongs to
+        vector_store (VectorStore): the vector store (see :func:`rag_plugin.default_vector_store`)
+        splitter (TextSplitter): the text splitter (see :func:`rag_plugin.default_splitter`)
+        llm_name (str): the name of the LLM that answers. It must have been created on the bot before
+        llm_prompt (str): the instructions for the LLM; :any:`DEFAULT_LLM_PROMPT` if none is provided
+        k (int): number of chunks to retrieve
+        num_previous_messages (int): number of previous messages of the conversation added to the prompt; from the
+            bot's monitoring DB when connected, else from the RAG's own per-session memory
+        relevance_threshold (float): minimum score of the best chunk to answer at all (see :mod:`rag_plugin.guard`)
+        not_found_answer (str): the answer when nothing relevant is found
+        llm_timeout (float): seconds per LLM attempt
+        llm_max_attempts (int): attempts on transient LLM errors (timeouts, 429, 5xx, connection errors)
+        trace_file (str): append one JSON line per run to this file (default: env ``RAG_PLUGIN_TRACE``, else off)
+        ledger_path (str): the ingestion ledger (default: next to a persisted Chroma store, else in memory)
+
+    Attributes:
+        vector_store (VectorStore): the vector store
+        splitter (TextSplitter): the text splitter
+        llm_name (str): the default LLM name
+        llm_prompt (str): the default instructions
+        k (int): number of chunks to retrieve
+        num_previous_messages (int): number of previous messages added to the prompt
+        retriever (DenseRetriever): finds scored chunks
+        guard (RelevanceGuard): decides whether to answer
+        prompt_builder (PromptBuilder): builds the prompt
+        generator (ResilientGenerator): calls the LLM robustly
+        ingestor (Ingestor): writes documents to the store
+        history (ConversationHistory): per-session turns when there is no monitoring DB
+        not_found_answer (str): the answer when nothing relevant is found
+        tracer (TraceWriter | None): the per-call trace, when on
+    """
+
+    DEFAULT_LLM_PROMPT = DEFAULT_LLM_PROMPT
+
+    def __init__(
+            self,
+            bot: 'Bot',
+            vector_store: VectorStore,
+            splitter: TextSplitter,
+            llm_name: str,
+            llm_prompt: str = None,
+            k: int = 4,
+            num_previous_messages: int = 0,
+            *,
+            relevance_threshold: float = DEFAULT_RELEVANCE_THRESHOLD,
+            not_found_answer: str = DEFAULT_NOT_FOUND_ANSWER,
+            llm_timeout: Optional[float] = 30.0,
+            llm_max_attempts: int = 3,
+            trace_file: Optional[str] = None,
+            ledger_path: Optional[str] = None,
+    ):
+        if bot is None or not hasattr(bot, 'nlp_engine'):
+            raise ValueError('RAG needs the bot it belongs to (or rag_plugin.standalone.StandaloneBot() outside a bot)')
+        if vector_store is None:
+            raise ValueError("RAG needs a vector store, e.g. rag_plugin.default_vector_store('vector_store')")
+        self._nlp_engine = bot.nlp_engine
+        self.vector_store: VectorStore = vector_store
+        self.splitter: TextSplitter = splitter
+        self._check_k(k)
+        self._check_llm(llm_name)
+        self.llm_name: str = llm_name
+        self.llm_prompt: str = llm_prompt or DEFAULT_LLM_PROMPT
+        self.k: int = k
+        self.num_previous_messages: int = num_previous_messages
+        self.not_found_answer: str = not_found_answer
+        self.retriever = DenseRetriever(vector_store)
+        self.guard = RelevanceGuard(relevance_threshold)
+        self.prompt_builder = PromptBuilder(self.llm_prompt)
+        self.generator = ResilientGenerator(timeout=llm_timeout, max_attempts=llm_max_attempts)
+        self.ingestor = Ingestor(vector_store, splitter, ledger_for(vector_store, ledger_path))
+        self.history = ConversationHistory()
+        trace_file = trace_file or default_trace_path()
+        self.tracer: Optional[TraceWriter] = TraceWriter(trace_file) if trace_file else None
+        self._nlp_engine._rag = self
+
+    # ---- validation -------------------------------------------------------------------------------------------------
+    @staticmethod
+    def _check_k(k: int) -> None:
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            raise ValueError(f'k must be an integer >= 1 (number of chunks to retrieve), got {k!r}')
+
+    def _check_llm(self, llm_name: str) -> 'LLM':
+        llms = self._nlp_engine._llms
+        if llm_name not in llms:
+            available = ', '.join(sorted(llms)) or 'none'
+            raise ValueError(f"The bot has no LLM named {llm_name!r} (it has: {available}). Create the LLM on the bot "
+                             f"first, e.g. rag_plugin.ExtractiveLLM(bot, name={llm_name!r}).")
+        return llms[llm_name]
+
+    # ---- ingestion --------------------------------------------------------------------------------------------------
+    def load_pdfs(self, path: str) -> int:
+        """Load the PDF files of a folder (recursively) into the vector store; unchanged files are not added again.
+
+        Args:
+            path (str): the folder (or one PDF file)
+
+        Returns:
+            int: the number of chunks added to the vector store
+        """
+        report = self.ingestor.ingest(path, extensions=PDF_EXTENSIONS)
+        return report.chunks_added
+
+    def ingest(self, path: str, sync: bool = False, tags: tuple = (), progress: bool = False) -> IngestReport:
+        """Ingest PDF, Markdown, text and DOCX files (a folder, recursively, or one file).
+
+        Args:
+            path (str): a folder or a file
+            sync (bool): also delete the chunks of files removed from the folder since the last ingestion
+            tags (tuple[str]): tags stored on every chunk
+            progress (bool): show progress bars
+
+        Returns:
+            IngestReport: per-file outcomes (skipped files with reasons) and chunk counts
+        """
+        return self.ingestor.ingest(path, sync=sync, tags=tags, progress=progress)
+
+    def add_text(self, text: str, metadata: Optional[dict] = None) -> IngestReport:
+        """Ingest a text given at run time. ``metadata['source_id']`` names it (default: ``text-<hash>``); the same
+        ``source_id`` given again replaces the previous text.
+
+        Args:
+            text (str): the text
+            metadata (dict): scalar metadata stored on every chunk (``source_id``, ``title``, ``tags`` list...)
+        """
+        from rag_plugin.ingest.loaders import file_digest
+        metadata = dict(metadata or {})
+        data = text.encode('utf-8')
+        source_id = str(metadata.pop('source_id', None) or f'text-{file_digest(data)}.txt')
+        if not source_id.endswith(('.txt', '.md')):
+            source_id += '.txt'
+        tags = metadata.pop('tags', ())
+        return self.ingestor.ingest_bytes('texts', source_id, data, tags=tags, extra=metadata)
+
+    def add_file(self, file: 'File', max_mb: float = MAX_UPLOAD_MB) -> IngestReport:
+        """Ingest a file a user uploaded in the chat (a BBF ``File``). Nothing is written to disk.
+
+        Args:
+            file (File): the uploaded file
+            max_mb (float): larger files are refused
+
+        Returns:
+            IngestReport: the outcome (a refused file is reported as skipped, with the reason)
+        """
+        from rag_plugin.ingest.uploads import decode_upload
+        return decode_upload(self.ingestor, file, max_mb)
+
+    # ---- the pipeline -----------------------------------------------------------------------------------------------
+    def run_retrieval(self, question: str, k: int = None, filter: Optional[dict] = None) -> list[Document]:
+        """Return the ``k`` most relevant chunks, most relevant first, each with ``metadata['score']``.
+
+        Args:
+            question (str): the input query
+            k (int): the number of chunks; the RAG's default if none is provided
+            filter (dict): restrict to sources, documents or tags (see :func:`rag_plugin.retrieve.scope_filter`)
+        """
+        k = self.k if k is None else k
+        self._check_k(k)
+        return self.retriever.retrieve(question, k, filter)
+
+    def create_prompt(self, history: list, docs: list[Document], question: str, llm_prompt: str = None) -> str:
+        """Create the prompt: instructions, history, numbered fragments with their sources, question.
+
+        Args:
+            history (list[Message]): the chat history
+            docs (list[Document]): the retrieved chunks, most relevant first
+            question (str): the user question
+            llm_prompt (str): instructions for this prompt; the RAG's default if none is provided
+        """
+        return self.prompt_builder.build(history, docs, question, llm_prompt or self.llm_prompt)
+
+    def run(
+            self,
+            session: 'Session' = None,
+            message: str = None,
+            llm_prompt: str = None,
+            llm_name: str = None,
+            k: int = None,
+            num_previous_messages: int = None,
+            filter: Optional[dict] = None,
+    ) -> RAGMessage:
+        """Run the RAG engine. LLM and store failures never raise: the answer degrades and the failure is logged.
+
+        Args:
+            session (Session): the user's session (for history); mandatory if ``message`` is None
+            message (str): the question; the session's last message if none is provided
+            llm_prompt (str): instructions for this run
+            llm_name (str): the LLM for this run
+            k (int): the number of chunks for this run
+            num_previous_messages (int): history size for this run (0 disables history)
+            filter (dict): restrict retrieval (see :func:`rag_plugin.retrieve.scope_filter`)
+
+        Returns:
+            RAGMessage: the answer, its fragments and sources, confidence, and whether it abstained or degraded
+        """
+        if not message and session is None:
+            raise ValueError('RAG run: provide a message, or a session whose last message is the question')
+        llm_name = llm_name or self.llm_name
+        llm = self._check_llm(llm_name)
+        k = self.k if k is None else k
+        self._check_k(k)
+        question = message or session.message
+        n_history = self.num_previous_messages if num_previous_messages is None else num_previous_messages
+        timings: dict[str, float] = {}
+        started = time.perf_counter()
+        history = self.history.get(session, n_history)
+        query = question
+        timings['history'] = time.perf_counter() - started
+        try:
+            mark = time.perf_counter()
+            retrieved = self.retriever.retrieve(query, k, filter)
+            timings['retrieve'] = time.perf_counter() - mark
+        except Exception as e:  # noqa: BLE001 - a broken store must not crash the state body
+            logger.error('[RAG] Retrieval failed: %s: %s', type(e).__name__, e)
+            result = RAGMessage(llm_name, question, STORE_UNAVAILABLE_ANSWER, [], abstained=True, degraded=True,
+                                query=query)
+            self._trace(session, result, [], None, None, timings, f'retrieval failed: {type(e).__name__}: {e}')
+            return result
+        decision = self.guard.check(retrieved)
+        generation = None
+        if decision.abstain:
+            result = RAGMessage(llm_name, question, self.not_found_answer, [], confidence='low', abstained=True,
+                                query=query)
+        else:
+            mark = time.perf_counter()
+            prompt = self.create_prompt(history, retrieved, question, llm_prompt)
+            generation = self.generator.generate(llm, prompt, question, retrieved,
+                                                 getattr(self.vector_store, 'embeddings', None))
+            timings['generate'] = time.perf_counter() - mark
+            answer, cited = resolve_citations(generation.answer, retrieved)
+            result = RAGMessage(generation.llm_name, question, answer, retrieved,
+                                sources=list_sources(retrieved, cited), confidence=decision.confidence,
+                                degraded=generation.degraded, query=query, cited=cited)
+        timings['total'] = time.perf_counter() - started
+        self.history.record(session, question, result.to_dict())
+        self._trace(session, result, retrieved, decision, generation, timings)
+        return result
+
+    # ---- trace ------------------------------------------------------------------------------------------------------
+    def _trace(self, session: Optional['Session'], result: RAGMessage, retrieved: list[Document],
+               decision: Optional[GuardDecision], generation: Optional[Generation], timings: dict[str, float],
+               error: Optional[str] = None) -> None:
+        if self.tracer is None:
+            return
+        if error:
+            outcome = 'error'
+        elif result.abstained:
+            outcome = 'abstained'
+        else:
+            outcome = 'degraded' if result.degraded else 'answered'
+        record = {
+            'time': datetime.now(timezone.utc).isoformat(timespec='milliseconds'),
+            'session_id': getattr(session, 'id', None), 'question': result.question, 'query': result.query,
+            'outcome': outcome, 'llm_name': result.llm_name, 'error': error,
+            'retrieved': [{'chunk_id': d.metadata.get('chunk_id'), 'score': d.metadata.get('score'),
+                           'source': d.metadata.get('source'), 'page': d.metadata.get('page')} for d in retrieved],
+            'guard': vars(decision) if decision else None,
+            'generation': ({'attempts': generation.attempts, 'degraded': generation.degraded,
+                            'error': generation.error} if generation else None),
+            'latency_ms': {stage: round(seconds * 1000, 1) for stage, seconds in timings.items()},
+            'answer': result.answer, 'confidence': result.confidence, 'sources': result.sources,
+        }
+        try:
+            self.tracer.write(record)
+        except OSError as e:
+            logger.warning('[RAG] Could not write the trace to %s: %s', self.tracer.path, e)

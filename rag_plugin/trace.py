@@ -1,0 +1,76 @@
+"""Per-call trace: one JSON line per RAG run, and a reader that shows the last calls readably."""
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import deque
+from typing import Any, Optional
+
+
+class TraceWriter:
+    """Appends one JSON object per line to a file (thread-safe; the folder is created when needed).
+
+    Args:
+        path (str): the JSONL file
+
+    Attributes:
+        path (str): the JSONL file
+    """
+
+    def __init__(self, path: str):
+        self.path: str = path
+        self._lock = threading.Lock()
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Append one record."""
+        line = json.dumps(record, ensure_ascii=False, default=str)
+        with self._lock:
+            folder = os.path.dirname(self.path)
+            if folder:
+                os.makedirs(folder, exist_ok=True)
+            with open(self.path, 'a', encoding='utf-8') as f:
+                f.write(line + '\n')
+
+
+def read_trace(path: str, last: int = 10) -> list[dict]:
+    """Return the last ``last`` records of a trace file (unreadable lines are skipped)."""
+    records: deque = deque(maxlen=last)
+    with open(path, encoding='utf-8') as f:
+        for line in f:
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return list(records)
+
+
+def format_record(record: dict) -> str:
+    """Render one trace record for a person: what was searched, what was found, what answered, how long."""
+    stages = record.get('latency_ms', {})
+    lines = [f"{record.get('time', '?')}  session={record.get('session_id') or '-'}  llm={record.get('llm_name')}"
+             f"  outcome={record.get('outcome')}",
+             f"  question: {record.get('question')}"]
+    if record.get('query') != record.get('question'):
+        lines.append(f"  searched: {record.get('query')}")
+    guard = record.get('guard', {})
+    lines.append(f"  retrieval: {len(record.get('retrieved', []))} chunk(s), best score {guard.get('best_score')}"
+                 f" vs threshold {guard.get('threshold')} -> {'abstain' if guard.get('abstain') else 'answer'}"
+                 f" ({guard.get('confidence')})")
+    for chunk in record.get('retrieved', []):
+        lines.append(f"    {chunk.get('score'):>7}  {chunk.get('chunk_id')}  {chunk.get('source')} p.{chunk.get('page')}")
+    generation = record.get('generation') or {}
+    if generation:
+        lines.append(f"  generation: attempts={generation.get('attempts')} degraded={generation.get('degraded')}"
+                     + (f" error={generation.get('error')}" if generation.get('error') else ''))
+    lines.append('  latency ms: ' + ', '.join(f'{k}={v}' for k, v in stages.items()))
+    answer = (record.get('answer') or '').replace('\n', ' ')
+    lines.append(f"  answer: {answer[:300]}{'...' if len(answer) > 300 else ''}")
+    sources = ', '.join(f"{s.get('source')} p.{s.get('page')}" for s in record.get('sources', []))
+    lines.append(f"  sources: {sources or '-'}")
+    return '\n'.join(lines)
+
+
+def default_trace_path() -> Optional[str]:
+    """The trace file named by env ``RAG_PLUGIN_TRACE`` (None: tracing off)."""
+    return os.environ.get('RAG_PLUGIN_TRACE') or None
