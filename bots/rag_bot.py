@@ -1,0 +1,71 @@
+"""A complete BBF bot that answers from data/pdfs with sources, in BBF's web chat (websocket platform + Streamlit).
+
+Run it with ``make demo`` (or ``python bots/rag_bot.py`` inside the virtualenv). It answers with OpenAI when
+``OPENAI_API_KEY`` (or an OpenAI-compatible ``OPENAI_BASE_URL``) is set, else with the offline extractive answerer.
+Documents are ingested on the first start; later starts find them unchanged and add nothing.
+"""
+import logging
+import os
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+
+from besser.bot.core.bot import Bot  # noqa: E402
+from besser.bot.core.session import Session  # noqa: E402
+
+from rag_plugin import RAG, RAGMessage, default_llm, default_splitter, default_vector_store  # noqa: E402
+
+logging.basicConfig(level=logging.INFO, format='{levelname} - {asctime}: {message}', style='{')
+logging.getLogger('httpx').setLevel(logging.WARNING)
+
+PDFS = os.environ.get('RAG_BOT_PDFS', str(ROOT / 'data' / 'pdfs'))
+STORE = os.environ.get('RAG_PLUGIN_STORE', str(ROOT / '.demo' / 'vector_store'))
+TRACE = os.environ.get('RAG_PLUGIN_TRACE', str(ROOT / '.demo' / 'rag_trace.jsonl'))
+
+# Create the bot
+bot = Bot('rag_bot')
+bot.load_properties(str(HERE / 'config.ini'))
+websocket_platform = bot.use_websocket_platform(use_ui=os.environ.get('RAG_BOT_UI', '1') != '0')
+
+# The RAG: local embeddings in a persistent Chroma store, the default splitter, and the default LLM
+vector_store = default_vector_store(STORE)
+llm = default_llm(bot, embeddings=vector_store.embeddings)
+rag = RAG(
+    bot=bot,
+    vector_store=vector_store,
+    splitter=default_splitter(),
+    llm_name=llm.name,
+    k=4,
+    num_previous_messages=6,
+    trace_file=TRACE,
+)
+report = rag.ingest(PDFS, progress=True)  # first start: embeds; later starts: every file 'unchanged'
+logging.info('[rag_bot] %s', str(report).splitlines()[0])
+
+# STATES
+initial_state = bot.new_state('initial_state', initial=True)
+rag_state = bot.new_state('rag_state')
+
+
+def initial_body(session: Session):
+    session.reply("Hi! I answer questions about the Nimbus Notes guides, with the pages I found the answer on. "
+                  "What would you like to know?")
+
+
+initial_state.set_body(initial_body)
+initial_state.when_no_intent_matched_go_to(rag_state)
+
+
+def rag_body(session: Session):
+    rag_message: RAGMessage = session.run_rag()
+    websocket_platform.reply_rag(session, rag_message)
+
+
+rag_state.set_body(rag_body)
+rag_state.when_no_intent_matched_go_to(rag_state)
+
+if __name__ == '__main__':
+    bot.run()

@@ -1,0 +1,172 @@
+"""Shared fixtures: offline environment, the embedding model, a store with data/pdfs, and running BBF bots."""
+import os
+
+os.environ.setdefault('HF_HUB_OFFLINE', '1')
+os.environ.setdefault('USE_TF', '0')
+os.environ.setdefault('ANONYMIZED_TELEMETRY', 'False')
+os.environ.pop('OPENAI_API_KEY', None)
+os.environ.pop('OPENAI_BASE_URL', None)
+os.environ.pop('RAG_PLUGIN_TRACE', None)
+
+import contextlib  # noqa: E402
+import json  # noqa: E402
+import shutil  # noqa: E402
+import socket  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any, Callable, Iterator, List, Optional  # noqa: E402
+
+import pytest  # noqa: E402
+from langchain_core.language_models.fake_chat_models import FakeListChatModel  # noqa: E402
+from langchain_core.messages import BaseMessage  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+PDFS = ROOT / 'data' / 'pdfs'
+
+
+class RecordingChatModel(FakeListChatModel):
+    """LangChain's fake chat model that also records every prompt it receives."""
+    calls: List[str] = []
+
+    def _call(self, messages: List[BaseMessage], stop: Optional[List[str]] = None, run_manager: Any = None,
+              **kwargs: Any) -> str:
+        self.calls.append('\n'.join(str(m.content) for m in messages))
+        return super()._call(messages, stop, run_manager, **kwargs)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope='session')
+def embeddings():
+    from rag_plugin import default_embeddings
+    return default_embeddings()
+
+
+@pytest.fixture(scope='session')
+def corpus_store_dir(tmp_path_factory, embeddings) -> Path:
+    """A persisted store holding data/pdfs, ingested once per test session (read-only for tests)."""
+    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
+    folder = tmp_path_factory.mktemp('corpus') / 'store'
+    bot = StandaloneBot()
+    ExtractiveLLM(bot)
+    rag = RAG(bot, default_vector_store(str(folder), embeddings), default_splitter(), 'extractive')
+    report = rag.load_pdfs(str(PDFS))
+    assert report > 0
+    return folder
+
+
+@pytest.fixture
+def corpus_store(corpus_store_dir, tmp_path, embeddings):
+    """A private copy of the corpus store, safe to modify."""
+    from rag_plugin import default_vector_store
+    folder = tmp_path / 'store'
+    shutil.copytree(corpus_store_dir, folder)
+    return default_vector_store(str(folder), embeddings)
+
+
+@pytest.fixture
+def make_rag(corpus_store):
+    """Build a RAG on a private corpus copy; ``llm`` is a chat model (wrapped) or None for extractive."""
+    from rag_plugin import RAG, ChatModelLLM, ExtractiveLLM, StandaloneBot, default_splitter
+
+    def factory(chat_model=None, bot=None, **kwargs):
+        bot = bot or StandaloneBot()
+        if chat_model is None:
+            llm = ExtractiveLLM(bot)
+        else:
+            llm = ChatModelLLM(bot, 'test-llm', chat_model)
+        return RAG(bot, corpus_store, default_splitter(), llm.name, **kwargs)
+    return factory
+
+
+class BotClient:
+    """A websocket client of a running BBF bot that collects the payloads it receives."""
+
+    def __init__(self, port: int):
+        from websockets.sync.client import connect
+        self.ws = connect(f'ws://127.0.0.1:{port}', open_timeout=10)
+        self.received: list[dict] = []
+
+    def send(self, text: str) -> None:
+        self.ws.send(json.dumps({'action': 'user_message', 'message': text}))
+
+    def wait_for(self, action: str, timeout: float = 60.0, after: int = 0) -> dict:
+        """Return the first payload of this action received after the first ``after`` payloads."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for payload in self.received[after:]:
+                if payload['action'] == action:
+                    return payload
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f'no {action} payload within {timeout} s; got {self.received}')
+            try:
+                self.received.append(json.loads(self.ws.recv(timeout=remaining)))
+            except TimeoutError:
+                continue
+
+    def ask(self, text: str, timeout: float = 60.0) -> dict:
+        """Send a message and return the next RAG reply payload."""
+        mark = len(self.received)
+        self.send(text)
+        return self.wait_for('bot_reply_rag', timeout, after=mark)
+
+    def close(self) -> None:
+        self.ws.close()
+
+
+@contextlib.contextmanager
+def running_bot(setup: Callable[[Any], None], name: str = 'test_bot', properties: Optional[dict] = None
+                ) -> Iterator[tuple[Any, int]]:
+    """Run a real BBF bot with the websocket platform (no UI) on a free 127.0.0.1 port.
+
+    ``setup(bot, platform)`` adds the RAG, states and bodies. Yields ``(bot, port)``.
+    """
+    from besser.bot.core.bot import Bot
+    from besser.bot.platforms import websocket
+    bot = Bot(name)
+    port = free_port()
+    bot.set_property(websocket.WEBSOCKET_HOST, '127.0.0.1')
+    bot.set_property(websocket.WEBSOCKET_PORT, port)
+    for prop, value in (properties or {}).items():
+        bot.set_property(prop, value)
+    platform = bot.use_websocket_platform(use_ui=False)
+    setup(bot, platform)
+    bot.run(sleep=False)
+    try:
+        deadline = time.monotonic() + 20
+        while True:  # wait until the server accepts connections
+            with contextlib.suppress(OSError), socket.create_connection(('127.0.0.1', port), timeout=1):
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError('the bot did not start listening')
+            time.sleep(0.1)
+        yield bot, port
+    finally:
+        stopper = threading.Thread(target=bot.stop, daemon=True)
+        stopper.start()
+        stopper.join(10)
+
+
+def simple_rag_states(bot, platform, rag_factory: Callable[[Any], Any]):
+    """States of a minimal RAG bot: greet, then answer every message with the RAG."""
+    from besser.bot.core.session import Session
+    rag = rag_factory(bot)
+    initial = bot.new_state('initial', initial=True)
+    answer = bot.new_state('answer')
+
+    def initial_body(session: Session) -> None:
+        session.reply('Hi!')
+    initial.set_body(initial_body)
+    initial.when_no_intent_matched_go_to(answer)
+
+    def answer_body(session: Session) -> None:
+        platform.reply_rag(session, session.run_rag())
+    answer.set_body(answer_body)
+    answer.when_no_intent_matched_go_to(answer)
+    return rag

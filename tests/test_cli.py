@@ -1,0 +1,58 @@
+"""python -m rag_plugin ingest / ask / stats / trace / --help on the default models."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import PDFS, ROOT
+
+
+def cli(*args, timeout=300):
+    env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'USE_TF': '0'}
+    return subprocess.run([sys.executable, '-m', 'rag_plugin', *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize('command', ['ingest', 'ask', 'stats', 'trace', 'setup-nltk'])
+def test_every_command_has_help(command):
+    result = cli(command, '--help')
+    assert result.returncode == 0 and 'usage: python -m rag_plugin' in result.stdout
+
+
+def test_ask_json_names_the_right_file_and_page(corpus_store_dir, tmp_path):
+    trace = tmp_path / 'trace.jsonl'
+    result = cli('ask', 'What is the API rate limit?', '--store', str(corpus_store_dir), '--json',
+                 '--trace-file', str(trace))
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert {'answer', 'sources', 'llm_name', 'confidence', 'abstained'} <= set(data)
+    assert '600 requests per minute' in data['answer']
+    assert data['llm_name'] == 'extractive' and data['abstained'] is False
+    top = data['sources'][0]
+    assert (top['source'], top['page']) == ('integrations_and_api.pdf', 2)
+    assert 0 < top['score'] <= 1 and top['chunk_id']
+
+    plain = cli('ask', 'What is the API rate limit?', '--store', str(corpus_store_dir))
+    assert 'Sources:' in plain.stdout and '[1] integrations_and_api.pdf, page 2 (score' in plain.stdout
+
+    shown = cli('trace', '--file', str(trace), '-n', '1')
+    assert shown.returncode == 0 and 'question: What is the API rate limit?' in shown.stdout
+
+
+def test_ingest_then_stats(tmp_path):
+    store = tmp_path / 'store'
+    single = tmp_path / 'docs'
+    single.mkdir()
+    (single / 'faq.md').write_text('# FAQ\n\nThe office plant is watered on Tuesdays.\n')
+    (single / 'broken.pdf').write_bytes(b'this is not a pdf')
+    result = cli('ingest', str(single), '--store', str(store), '--json')
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report['files_ok'] == 1 and report['files_skipped'] == 1 and report['chunks_added'] == 1
+    skipped = [f for f in report['files'] if f['status'] == 'skipped'][0]
+    assert skipped['source_id'] == 'broken.pdf' and 'not a PDF' in skipped['reason']
+    stats = cli('stats', '--store', str(store))
+    assert '1 document(s), 1 chunk(s)' in stats.stdout and 'faq.md' in stats.stdout
+    missing = cli('ingest', str(tmp_path / 'nope'), '--store', str(store))
+    assert missing.returncode == 2 and 'No such file or folder' in missing.stderr
