@@ -1,0 +1,203 @@
+"""Evaluation harness: retrieval quality (hit@k, MRR), abstention and latency on a QA file, side by side.
+
+QA lines follow ``../shared/eval/*/qa.jsonl``: ``question``, ``sources`` (document names), ``pages`` (1-based,
+for ``source``; may be empty), ``citations`` (``{source, page}`` pairs), plus an optional ``answerable``
+(default true). A retrieved chunk is a document hit when its ``source`` is one of the item's sources, and a page
+hit when its ``(source, page)`` is one of the citations (exactly, and within +-1 page as a second measure: a chunk
+can run onto the next page in the reference's own pipeline).
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from langchain_core.documents import Document
+
+Retrieve = Callable[[str, int], list[Document]]
+"""A retriever under test: ``(question, k) -> chunks`` (most relevant first; ``metadata['score']`` optional)."""
+
+
+@dataclass
+class QAItem:
+    """One evaluation question."""
+    id: str
+    question: str
+    sources: list[str]
+    citations: list[tuple[str, int]]
+    answerable: bool = True
+    answer: str = ''
+
+
+def load_qa(path: str | Path) -> list[QAItem]:
+    """Read a QA ``.jsonl`` file."""
+    items = []
+    for n, line in enumerate(Path(path).read_text(encoding='utf-8').splitlines(), start=1):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        sources = row.get('sources') or ([row['source']] if row.get('source') else [])
+        citations = [(c['source'], int(c['page'])) for c in row.get('citations') or []]
+        if not citations and row.get('source'):
+            citations = [(row['source'], int(p)) for p in row.get('pages') or []]
+        items.append(QAItem(str(row.get('id', n)), row['question'], sources, citations,
+                            bool(row.get('answerable', True)), row.get('answer') or ''))
+    return items
+
+
+def _rank(docs: list[Document], match: Callable[[dict], bool]) -> Optional[int]:
+    for i, doc in enumerate(docs, start=1):
+        if match(doc.metadata):
+            return i
+    return None
+
+
+@dataclass
+class ConfigResult:
+    """Metrics of one retriever configuration.
+
+    Attributes:
+        name (str): the configuration
+        hit_doc (dict[int, float]): document-level hit@k
+        hit_page (dict[int, float]): page-level hit@k (exact page)
+        hit_page_near (dict[int, float]): page-level hit@k within +-1 page
+        mrr_doc (float): document-level MRR@10
+        mrr_page (float): page-level MRR@10 (exact page)
+        false_abstention (float | None): share of answerable questions the guard would abstain on
+        correct_abstention (float | None): share of unanswerable questions the guard abstains on
+        latency_p50_ms (float): median retrieval latency
+        latency_p95_ms (float): 95th percentile retrieval latency
+        sweep (list[tuple[float, float, float]]): (threshold, false abstention, correct abstention)
+        suggested_threshold (float | None): best threshold from the sweep (see :func:`suggest_threshold`)
+    """
+    name: str
+    hit_doc: dict[int, float] = field(default_factory=dict)
+    hit_page: dict[int, float] = field(default_factory=dict)
+    hit_page_near: dict[int, float] = field(default_factory=dict)
+    mrr_doc: float = 0.0
+    mrr_page: float = 0.0
+    false_abstention: Optional[float] = None
+    correct_abstention: Optional[float] = None
+    latency_p50_ms: float = 0.0
+    latency_p95_ms: float = 0.0
+    sweep: list[tuple[float, float, float]] = field(default_factory=list)
+    suggested_threshold: Optional[float] = None
+    n_answerable: int = 0
+    n_unanswerable: int = 0
+
+
+def threshold_sweep(best_answerable: list[float], best_unanswerable: list[float], step: float = 0.01
+                    ) -> list[tuple[float, float, float]]:
+    """Abstention trade-off: for each threshold, the share of answerable and unanswerable questions whose best
+    score falls below it (false and correct abstention). Both rise monotonically with the threshold."""
+    points = []
+    steps = int(round(1 / step))
+    for i in range(steps + 1):
+        t = round(i * step, 4)
+        false = sum(s < t for s in best_answerable) / len(best_answerable) if best_answerable else 0.0
+        correct = sum(s < t for s in best_unanswerable) / len(best_unanswerable) if best_unanswerable else 0.0
+        points.append((t, false, correct))
+    return points
+
+
+def suggest_threshold(sweep: list[tuple[float, float, float]], max_false: float = 0.05) -> Optional[float]:
+    """The threshold with the most correct abstention among those with at most ``max_false`` false abstention;
+    among equals, the middle one (the widest margin on both sides)."""
+    feasible = [p for p in sweep if p[1] <= max_false]
+    if not feasible:
+        return None
+    best = max(p[2] for p in feasible)
+    ties = [p[0] for p in feasible if p[2] == best]
+    return ties[len(ties) // 2]
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method='inclusive')[int(q) - 1]
+
+
+def evaluate_retriever(name: str, retrieve: Retrieve, items: list[QAItem], ks: tuple[int, ...] = (1, 4, 10),
+                       threshold: Optional[float] = None, max_false: float = 0.05) -> ConfigResult:
+    """Run every question through ``retrieve`` once (at the largest k, at least 10) and compute the metrics.
+
+    Args:
+        name (str): the configuration's name in the table
+        retrieve (Retrieve): the retriever under test
+        items (list[QAItem]): the questions
+        ks (tuple[int]): the k of hit@k
+        threshold (float): the guard threshold to report abstention at (None: scores are not compared)
+        max_false (float): false-abstention budget of the suggested threshold
+    """
+    depth = max(max(ks), 10)
+    result = ConfigResult(name)
+    latencies, best_ok, best_no = [], [], []
+    doc_ranks, page_ranks, near_ranks = [], [], []
+    for item in items:
+        started = time.perf_counter()
+        docs = retrieve(item.question, depth)
+        latencies.append((time.perf_counter() - started) * 1000)
+        scores = [d.metadata.get('score') for d in docs if d.metadata.get('score') is not None]
+        best = max(scores) if scores else None
+        if not item.answerable:
+            result.n_unanswerable += 1
+            if best is not None:
+                best_no.append(best)
+            continue
+        result.n_answerable += 1
+        if best is not None:
+            best_ok.append(best)
+        sources = set(item.sources)
+        cited = set(item.citations)
+        doc_ranks.append(_rank(docs, lambda m: m.get('source') in sources))
+        if cited:
+            page_ranks.append(_rank(docs, lambda m: (m.get('source'), m.get('page')) in cited))
+            near_ranks.append(_rank(docs, lambda m: any(m.get('source') == s and m.get('page') is not None
+                                                        and abs(int(m['page']) - p) <= 1 for s, p in cited)))
+    for k in ks:
+        result.hit_doc[k] = sum(r is not None and r <= k for r in doc_ranks) / max(len(doc_ranks), 1)
+        if page_ranks:
+            result.hit_page[k] = sum(r is not None and r <= k for r in page_ranks) / len(page_ranks)
+            result.hit_page_near[k] = sum(r is not None and r <= k for r in near_ranks) / len(near_ranks)
+    result.mrr_doc = sum(1 / r for r in doc_ranks if r and r <= 10) / max(len(doc_ranks), 1)
+    result.mrr_page = sum(1 / r for r in page_ranks if r and r <= 10) / max(len(page_ranks), 1)
+    result.latency_p50_ms = _percentile(latencies, 50)
+    result.latency_p95_ms = _percentile(latencies, 95)
+    if best_ok:
+        result.sweep = threshold_sweep(best_ok, best_no)
+        result.suggested_threshold = suggest_threshold(result.sweep, max_false) if best_no else None
+        if threshold is not None:
+            result.false_abstention = sum(s < threshold for s in best_ok) / len(best_ok)
+            if best_no:
+                result.correct_abstention = sum(s < threshold for s in best_no) / len(best_no)
+    return result
+
+
+def format_table(results: list[ConfigResult], ks: tuple[int, ...]) -> str:
+    """Render results side by side as a plain-text (Markdown-compatible) table."""
+    def pct(value: Optional[float]) -> str:
+        return '-' if value is None else f'{100 * value:.1f}%'
+    rows = [('metric', *[r.name for r in results])]
+    for k in ks:
+        rows.append((f'doc hit@{k}', *[pct(r.hit_doc.get(k)) for r in results]))
+    for k in ks:
+        rows.append((f'page hit@{k}', *[pct(r.hit_page.get(k)) for r in results]))
+    for k in ks:
+        rows.append((f'page+-1 hit@{k}', *[pct(r.hit_page_near.get(k)) for r in results]))
+    rows.append(('doc MRR@10', *[f'{r.mrr_doc:.3f}' for r in results]))
+    rows.append(('page MRR@10', *[f'{r.mrr_page:.3f}' for r in results]))
+    rows.append(('false abstention', *[pct(r.false_abstention) for r in results]))
+    rows.append(('correct abstention', *[pct(r.correct_abstention) for r in results]))
+    rows.append(('suggested threshold', *['-' if r.suggested_threshold is None else f'{r.suggested_threshold:.2f}'
+                                          for r in results]))
+    rows.append(('retrieval p50 ms', *[f'{r.latency_p50_ms:.1f}' for r in results]))
+    rows.append(('retrieval p95 ms', *[f'{r.latency_p95_ms:.1f}' for r in results]))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    lines = ['| ' + ' | '.join(str(c).ljust(w) for c, w in zip(row, widths)) + ' |' for row in rows]
+    lines.insert(1, '|' + '|'.join('-' * (w + 2) for w in widths) + '|')
+    return '\n'.join(lines)
