@@ -99,6 +99,13 @@ class Ledger:
         """Return a finished row holding this document version (a duplicate file elsewhere)."""
         return next(self._rows("SELECT * FROM files WHERE document_id=? AND status='ok'", (document_id,)), None)
 
+    def shared_by_others(self, document_id: str, root: str, source_id: str) -> bool:
+        """Whether a row other than ``(root, source_id)`` names this document version (its chunk ids are in use)."""
+        with self._lock:
+            row = self._db.execute('SELECT 1 FROM files WHERE document_id=? AND NOT (root=? AND source_id=?) LIMIT 1',
+                                   (document_id, root, source_id)).fetchone()
+        return row is not None
+
     def begin(self, root: str, source_id: str, document_id: str, n_chunks: int, title: str, ingested_at: str,
               previous: Optional[FileRecord]) -> None:
         """Record the intent to store a new version, before the store is written."""

@@ -195,6 +195,15 @@ class Ingestor:
             if batch:
                 self.vector_store.delete(ids=batch)
 
+    def _unshared_prev_ids(self, record: Optional[FileRecord]) -> list[str]:
+        """The chunk ids of a row's replaced version, unless another row names that version now (the same text moved
+        to another file in this run: the ids are that file's)."""
+        if record is None or not record.prev_document_id:
+            return []
+        if self.ledger.shared_by_others(record.prev_document_id, record.root, record.source_id):
+            return []
+        return record.prev_ids()
+
     def repair(self) -> int:
         """Finish what a killed ingestion left: delete the replaced versions it had not deleted yet.
 
@@ -205,7 +214,7 @@ class Ingestor:
         """
         removed = 0
         for record in self.ledger.pending():
-            old = record.prev_ids()
+            old = self._unshared_prev_ids(record)
             if old:
                 self._delete(old)
                 removed += len(old)
@@ -238,7 +247,10 @@ class Ingestor:
             IngestReport: the per-file outcome and chunk counts
         """
         started = time.perf_counter()
-        root_path, files = self._walk(Path(path).resolve())
+        target = Path(path).resolve()
+        root_path, files = self._walk(target)
+        # Every file present counts for sync, also those an ``extensions`` filter leaves out of this run.
+        seen: set[str] = {f.relative_to(root_path).as_posix() for f in files}
         if extensions is not None:
             wanted = {e.lower() for e in extensions}
             files = [f for f in files if f.suffix.lower() in wanted]
@@ -246,17 +258,17 @@ class Ingestor:
         report = IngestReport()
         report.chunks_removed += self.repair()
         sources = []
-        seen: set[str] = set()
         for file_path in files:
             source_id = file_path.relative_to(root_path).as_posix()
-            seen.add(source_id)
             if file_path.suffix.lower() not in SUPPORTED_EXTENSIONS:
                 report.files.append(FileResult(source_id, 'skipped', reason=f'unsupported format '
                                                f'{file_path.suffix or "(no extension)"}'))
                 continue
             sources.append((source_id, file_path))
-        self._ingest_sources(root, sources, report, tags, progress)
-        if sync:
+        if sync and target.is_dir():
+            # Before ingesting: a file renamed (or a duplicate whose original is gone) is then ingested under its
+            # new name instead of being skipped as "same content" as the file deleted here. Syncing a single file
+            # never removes its neighbours (they are not "gone" from the folder).
             for record in self.ledger.all(root):
                 if record.source_id not in seen:
                     ids = record.ids() + record.prev_ids()
@@ -264,6 +276,7 @@ class Ingestor:
                     self.ledger.remove(root, record.source_id)
                     report.chunks_removed += len(ids)
                     report.files.append(FileResult(record.source_id, 'removed', chunks=record.n_chunks))
+        self._ingest_sources(root, sources, report, tags, progress)
         report.seconds = time.perf_counter() - started
         for skipped in report.skipped:
             logger.warning('[RAG] Skipped %s: %s', skipped.source_id, skipped.reason)
@@ -288,7 +301,14 @@ class Ingestor:
         in_flight: list[_Pending] = []
         claimed: dict[str, str] = {}  # document_id -> source_id, within this run
         files_bar = tqdm(sources, desc='Reading', unit='file', disable=not progress)
-        for source_id, origin in files_bar:
+        in_run = {source_id for source_id, _ in sources}
+        deferred: list = []  # duplicates of a file of this run, decided once that file has been read
+
+        def work():
+            yield from ((source_id, origin, True) for source_id, origin in files_bar)
+            yield from ((source_id, origin, False) for source_id, origin in deferred)
+
+        for source_id, origin, may_defer in work():
             try:
                 data = origin if isinstance(origin, bytes) else self._read(origin)
                 document_id = file_digest(data)
@@ -299,6 +319,9 @@ class Ingestor:
                     continue
                 duplicate = self.ledger.find_document(document_id)
                 if duplicate and (duplicate.root, duplicate.source_id) != (root, source_id):
+                    if may_defer and duplicate.root == root and duplicate.source_id in in_run:
+                        deferred.append((source_id, origin))  # that file may have changed: check it first
+                        continue
                     raise SkipFile(f'same content as {duplicate.source_id}, which is already ingested')
                 if document_id in claimed:
                     raise SkipFile(f'same content as {claimed[document_id]}')
@@ -354,7 +377,7 @@ class Ingestor:
 
     def _finish(self, pending: _Pending, report: IngestReport) -> None:
         record = self.ledger.get(pending.root, pending.source_id)
-        old = record.prev_ids() if record else []
+        old = self._unshared_prev_ids(record)
         if old:
             self._delete(old)
             report.chunks_removed += len(old)

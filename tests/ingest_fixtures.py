@@ -1,0 +1,161 @@
+"""Files for the ingestion tests, made on the fly: small good documents and every kind of bad file."""
+from __future__ import annotations
+
+import io
+import random
+from pathlib import Path
+from typing import Optional, Sequence
+
+ROOT = Path(__file__).resolve().parent.parent
+PDFS = ROOT / 'data' / 'pdfs'
+CORPUS_SRC = ROOT / 'data' / 'corpus_src'
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+# ---- good files -----------------------------------------------------------------------------------------------------
+def text_pdf_bytes(pages: Sequence[str], title: Optional[str] = None) -> bytes:
+    """A PDF with a text layer, one page per string (fpdf2, core font, latin-1 text)."""
+    from fpdf import FPDF
+    pdf = FPDF()
+    if title:
+        pdf.set_title(title)
+    pdf.set_font('Helvetica', size=11)
+    for text in pages:
+        pdf.add_page()
+        pdf.multi_cell(0, 6, text)
+    return bytes(pdf.output())
+
+
+def make_text_pdf(path: Path, pages: Sequence[str], title: Optional[str] = None) -> Path:
+    """Write a text PDF (see :func:`text_pdf_bytes`)."""
+    return _write(path, text_pdf_bytes(pages, title))
+
+
+def make_docx(path: Path, heading: str, paragraphs: Sequence[str], heading2: Optional[str] = None,
+              paragraphs2: Sequence[str] = ()) -> Path:
+    """A DOCX with a Heading 1 and paragraphs (and optionally a second Heading 1 section)."""
+    import docx
+    document = docx.Document()
+    document.add_heading(heading, level=1)
+    for text in paragraphs:
+        document.add_paragraph(text)
+    if heading2:
+        document.add_heading(heading2, level=1)
+        for text in paragraphs2:
+            document.add_paragraph(text)
+    buffer = io.BytesIO()
+    document.save(buffer)
+    return _write(path, buffer.getvalue())
+
+
+def make_text(path: Path, text: str) -> Path:
+    """Write a UTF-8 text (or Markdown) file."""
+    return _write(path, text.encode('utf-8'))
+
+
+def long_text(topic: str, n_paragraphs: int, seed: int = 0) -> str:
+    """Deterministic prose about a topic: ``n_paragraphs`` paragraphs of ~400 characters, each one unique."""
+    rng = random.Random(f'{topic}-{seed}')
+    words = ['sync', 'device', 'folder', 'account', 'export', 'notebook', 'offline', 'cache', 'share', 'team',
+             'invoice', 'plan', 'token', 'webhook', 'search', 'tag', 'archive', 'restore', 'backup', 'editor']
+    paragraphs = []
+    for i in range(n_paragraphs):
+        body = ' '.join(rng.choice(words) for _ in range(55))
+        paragraphs.append(f'Paragraph {i} about {topic}: {body}.')
+    return '\n\n'.join(paragraphs) + '\n'
+
+
+def make_good_folder(root: Path) -> dict[str, Path]:
+    """A small folder of good files: a Markdown guide and a plain-text note (a few hundred characters each)."""
+    files = {
+        'guide.md': make_text(root / 'guide.md', '# Quick guide\n\nTo export a notebook, open the notebook menu and '
+                              'choose Export as Markdown. The export keeps attachments in a zip archive.\n\n'
+                              '## Limits\n\nExports are limited to 500 MB per notebook on the free plan.\n'),
+        'note.txt': make_text(root / 'note.txt', 'The office plant named Fernando needs water every Tuesday. '
+                              'Fernando lives next to the window on the third floor.\n'),
+    }
+    return files
+
+
+# ---- bad files ----------------------------------------------------------------------------------------------------
+def truncated_pdf(path: Path, source: Path = PDFS / 'sync_and_offline.pdf') -> Path:
+    """A real PDF cut in half (a broken download)."""
+    data = source.read_bytes()
+    return _write(path, data[:len(data) // 2])
+
+
+def encrypted_pdf(path: Path, source: Path = PDFS / 'getting_started.pdf', password: str = 'secret') -> Path:
+    """A real PDF encrypted with a user password (it cannot be opened without it)."""
+    import pypdf
+    writer = pypdf.PdfWriter(clone_from=io.BytesIO(source.read_bytes()))
+    writer.encrypt(user_password=password, owner_password=password + '-owner')
+    buffer = io.BytesIO()
+    writer.write(buffer)
+    return _write(path, buffer.getvalue())
+
+
+def image_only_pdf(path: Path) -> Path:
+    """A PDF whose only page holds a filled rectangle (a scan without OCR, as far as text goes)."""
+    from fpdf import FPDF
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_fill_color(40, 40, 40)
+    pdf.rect(20, 20, 120, 80, style='F')
+    return _write(path, bytes(pdf.output()))
+
+
+def fake_pdf(path: Path) -> Path:
+    """A ``.pdf`` file that is actually plain text."""
+    return _write(path, b'This is not a PDF at all, just text saved with the wrong extension.\n')
+
+
+def empty_file(path: Path) -> Path:
+    """A zero-byte file."""
+    return _write(path, b'')
+
+
+def oversized_file(path: Path, size: int) -> Path:
+    """A text file of ``size`` bytes (valid text: only its size is wrong)."""
+    line = b'This line repeats to make the file too large to ingest.\n'
+    return _write(path, (line * (size // len(line) + 1))[:size])
+
+
+def junk_binary(path: Path, size: int = 2048, seed: int = 1) -> Path:
+    """Random bytes with NULs, saved as ``.txt``."""
+    rng = random.Random(seed)
+    data = bytearray(rng.getrandbits(8) for _ in range(size))
+    data[10] = 0
+    data[100] = 0
+    return _write(path, bytes(data))
+
+
+def corrupt_docx(path: Path, size: int = 1024, seed: int = 2) -> Path:
+    """Random bytes saved as ``.docx``."""
+    rng = random.Random(seed)
+    return _write(path, bytes(rng.getrandbits(8) for _ in range(size)))
+
+
+def png_file(path: Path) -> Path:
+    """A tiny PNG (an unsupported format)."""
+    import base64
+    return _write(path, base64.b64decode(
+        'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=='))
+
+
+BAD_FILES = {
+    # file name: (maker, keyword expected in the skip reason)
+    'truncated.pdf': (truncated_pdf, 'corrupt pdf'),
+    'encrypted.pdf': (encrypted_pdf, 'password'),
+    'scan.pdf': (image_only_pdf, 'no text layer'),
+    'notes.pdf': (fake_pdf, 'not a pdf'),
+    'empty.md': (empty_file, 'empty file'),
+    'huge.txt': (None, 'too large'),  # made by the test: its size depends on the limit
+    'junk.txt': (junk_binary, 'binary'),
+    'report.docx': (corrupt_docx, 'corrupt docx'),
+    'photo.png': (png_file, 'unsupported format'),
+}

@@ -1,0 +1,653 @@
+"""Ingestion that users can trust: idempotent, incremental, safe with bad files, crash-proof, with full metadata.
+
+Every test uses a real Chroma store in ``tmp_path`` and the real all-MiniLM-L6-v2 embeddings (loaded once); the
+fixtures are tiny files made in the test (see ``tests/ingest_fixtures.py``) except where the sample corpus is needed.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import ingest_fixtures as fx  # noqa: E402
+
+ROOT = fx.ROOT
+PDFS = fx.PDFS
+
+
+# ---- helpers ------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope='module')
+def ingest_embeddings():
+    """The embedding model, loaded once for the module (``default_embeddings`` caches it process-wide anyway)."""
+    from rag_plugin import default_embeddings
+    return default_embeddings()
+
+
+@pytest.fixture
+def new_rag(tmp_path, ingest_embeddings):
+    """Build a RAG on a persisted Chroma store in ``tmp_path`` (by default ``tmp_path / 'store'``)."""
+    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
+
+    def factory(store_dir: Path = None):
+        bot = StandaloneBot()
+        ExtractiveLLM(bot)
+        store = default_vector_store(str(store_dir or tmp_path / 'store'), ingest_embeddings)
+        return RAG(bot, store, default_splitter(), 'extractive')
+    return factory
+
+
+def store_ids(rag) -> list[str]:
+    return sorted(rag.vector_store.get(include=[])['ids'])
+
+
+def store_chunks(rag, **where) -> dict[str, dict]:
+    """id -> metadata (with the text under ``_text``) of every chunk, or of those matching ``where``."""
+    got = rag.vector_store.get(where=where or None, include=['metadatas', 'documents'])
+    return {i: {**m, '_text': d} for i, m, d in zip(got['ids'], got['metadatas'], got['documents'])}
+
+
+def ids_of(rag, source_id: str) -> set[str]:
+    return set(rag.vector_store.get(where={'source_id': source_id}, include=[])['ids'])
+
+
+def by_source(report) -> dict:
+    return {f.source_id: f for f in report.files}
+
+
+def expected_chunks(rag, path: Path, source_id: str) -> list:
+    """The chunks the splitter makes for a file as it is on disk now."""
+    from rag_plugin.ingest.loaders import file_digest, load_file
+    data = path.read_bytes()
+    return rag.ingestor.chunk(load_file(path, data), source_id, file_digest(data))
+
+
+def assert_store_matches_ledger(rag, root: Path = None) -> None:
+    """The exact right state: every ledger row is ``ok`` and the store holds exactly the ids the ledger lists."""
+    from rag_plugin.ingest import chunk_ids
+    rows = rag.ingestor.ledger.all(str(root.resolve()) if root else None)
+    all_rows = rag.ingestor.ledger.all()
+    assert [r.source_id for r in all_rows if r.status != 'ok'] == []
+    listed = [i for r in all_rows for i in chunk_ids(r.document_id, r.n_chunks)]
+    assert len(listed) == len(set(listed)), 'two ledger rows claim the same chunk ids'
+    ids = store_ids(rag)
+    assert len(ids) == len(set(ids)) == rag.vector_store._collection.count()
+    assert set(ids) == set(listed), (f'orphans: {sorted(set(ids) - set(listed))[:5]}, '
+                                     f'missing: {sorted(set(listed) - set(ids))[:5]}')
+    chunks = store_chunks(rag)
+    for row in rows:
+        for chunk_id in row.ids():
+            assert chunks[chunk_id]['source_id'] == row.source_id
+            assert chunks[chunk_id]['document_id'] == row.document_id
+            assert chunks[chunk_id]['chunk_id'] == chunk_id
+
+
+# ---- 1. idempotence -------------------------------------------------------------------------------------------------
+def test_ingesting_twice_adds_nothing_and_keeps_the_same_ids(tmp_path, new_rag):
+    docs = tmp_path / 'docs'
+    fx.make_good_folder(docs)
+    fx.make_text_pdf(docs / 'pdfs' / 'alpha.pdf', ['Alpha page one talks about backups.', 'Alpha page two.'],
+                     title='Alpha Manual')
+    fx.make_text_pdf(docs / 'pdfs' / 'beta.pdf', ['Beta covers invoices and plans.'])
+    rag = new_rag()
+
+    # BBF-compatible load_pdfs: the number of chunks added, then 0.
+    added = rag.load_pdfs(str(docs))
+    assert added > 0
+    assert len(store_ids(rag)) == added
+    assert {m['source_id'] for m in store_chunks(rag).values()} == {'pdfs/alpha.pdf', 'pdfs/beta.pdf'}
+    assert rag.load_pdfs(str(docs)) == 0
+
+    first = rag.ingest(str(docs))
+    status = {f.source_id: f.status for f in first.files}
+    assert status == {'guide.md': 'added', 'note.txt': 'added', 'pdfs/alpha.pdf': 'unchanged',
+                      'pdfs/beta.pdf': 'unchanged'}
+    ids = store_ids(rag)
+    count = rag.vector_store._collection.count()
+    assert first.chunks_added == count - added
+
+    second = rag.ingest(str(docs))
+    assert second.chunks_added == 0 and second.chunks_removed == 0
+    assert second.chunks_unchanged == count
+    assert {f.status for f in second.files} == {'unchanged'} and len(second.files) == 4
+    assert store_ids(rag) == ids
+    assert rag.vector_store._collection.count() == count
+
+    # A new RAG on the same folder (a restarted bot) remembers what was ingested: the ledger is persisted.
+    again = new_rag()
+    third = again.ingest(str(docs))
+    assert third.chunks_added == 0 and {f.status for f in third.files} == {'unchanged'}
+    assert again.load_pdfs(str(docs)) == 0
+    assert store_ids(again) == ids
+    assert_store_matches_ledger(again)
+
+
+# ---- 2. change and removal ------------------------------------------------------------------------------------------
+def test_changed_files_are_replaced_and_removed_files_deleted_only_with_sync(tmp_path, new_rag):
+    docs = tmp_path / 'docs'
+    fx.make_good_folder(docs)
+    fx.make_text(docs / 'sub' / 'extra.md', '# Extra\n\nThe extra page explains webhooks and retries.\n')
+    rag = new_rag()
+    rag.ingest(str(docs))
+    before = {s: ids_of(rag, s) for s in ('guide.md', 'note.txt', 'sub/extra.md')}
+    assert all(before.values())
+
+    fx.make_text(docs / 'guide.md', '# Quick guide\n\nTo import a notebook, drag the zip archive onto the sidebar.\n')
+    report = rag.ingest(str(docs))
+    status = {f.source_id: f.status for f in report.files}
+    assert status == {'guide.md': 'updated', 'note.txt': 'unchanged', 'sub/extra.md': 'unchanged'}
+    new_guide = ids_of(rag, 'guide.md')
+    assert new_guide and not (new_guide & before['guide.md'])
+    assert not (set(store_ids(rag)) & before['guide.md']), 'old chunks of the changed file are still there'
+    assert report.chunks_removed == len(before['guide.md'])
+    assert report.chunks_added == len(new_guide)
+    assert ids_of(rag, 'note.txt') == before['note.txt'] and ids_of(rag, 'sub/extra.md') == before['sub/extra.md']
+    texts = [m['_text'] for m in store_chunks(rag, source_id='guide.md').values()]
+    assert any('drag the zip archive' in t for t in texts) and not any('Export as Markdown' in t for t in texts)
+    assert_store_matches_ledger(rag)
+
+    (docs / 'sub' / 'extra.md').unlink()
+    kept = rag.ingest(str(docs))
+    assert 'sub/extra.md' not in by_source(kept)
+    assert ids_of(rag, 'sub/extra.md') == before['sub/extra.md'], 'without sync, chunks of removed files stay'
+
+    synced = rag.ingest(str(docs), sync=True)
+    assert by_source(synced)['sub/extra.md'].status == 'removed'
+    assert synced.chunks_removed == len(before['sub/extra.md'])
+    assert ids_of(rag, 'sub/extra.md') == set()
+    assert rag.ingestor.ledger.get(str(docs.resolve()), 'sub/extra.md') is None
+    assert ids_of(rag, 'note.txt') == before['note.txt'] and ids_of(rag, 'guide.md') == new_guide
+    assert_store_matches_ledger(rag)
+
+
+def test_renamed_file_with_sync_stays_in_the_store(tmp_path, new_rag):
+    """A renamed file: sync must not delete the content the new name brings (it used to be skipped as a duplicate
+    of the old name and then deleted with it)."""
+    docs = tmp_path / 'docs'
+    fx.make_good_folder(docs)
+    rag = new_rag()
+    rag.ingest(str(docs))
+    (docs / 'note.txt').rename(docs / 'plant.txt')
+    report = rag.ingest(str(docs), sync=True)
+    status = {f.source_id: f.status for f in report.files}
+    assert status['note.txt'] == 'removed'
+    assert status['plant.txt'] == 'added', report
+    assert ids_of(rag, 'plant.txt') and not ids_of(rag, 'note.txt')
+    assert any('Fernando' in d.page_content for d in rag.run_retrieval('Which plant needs water on Tuesday?'))
+    assert_store_matches_ledger(rag)
+
+
+def test_sync_on_a_single_file_does_not_remove_its_neighbours(tmp_path, new_rag):
+    docs = tmp_path / 'docs'
+    fx.make_good_folder(docs)
+    rag = new_rag()
+    rag.ingest(str(docs))
+    before = store_ids(rag)
+    fx.make_text(docs / 'later.md', '# Later\n\nA file added later and ingested alone.\n')
+    report = rag.ingest(str(docs / 'later.md'), sync=True)
+    assert [(f.source_id, f.status) for f in report.files] == [('later.md', 'added')]
+    assert set(before) <= set(store_ids(rag))
+    assert_store_matches_ledger(rag)
+
+
+def test_content_moving_from_a_changed_file_to_a_new_one_keeps_its_chunks(tmp_path, new_rag):
+    """a.md changes and b.md (new, sorted after it) takes a.md's old text, in one run: the chunk ids of that text
+    are b.md's now and must not be deleted as a.md's previous version."""
+    docs = tmp_path / 'docs'
+    old_text = '# Alpha\n\nThe alpha text describes the archive and restore commands.\n'
+    fx.make_text(docs / 'a.md', old_text)
+    rag = new_rag()
+    rag.ingest(str(docs))
+    fx.make_text(docs / 'a.md', '# Alpha\n\nThe alpha text now describes invoices instead.\n')
+    fx.make_text(docs / 'b.md', old_text)
+    report = rag.ingest(str(docs))
+    assert {f.source_id: f.status for f in report.files} == {'a.md': 'updated', 'b.md': 'added'}
+    assert ids_of(rag, 'b.md')
+    assert_store_matches_ledger(rag)
+
+
+def test_content_moving_from_a_changed_file_to_an_earlier_one_is_not_skipped_as_a_duplicate(tmp_path, new_rag):
+    """z.md changes and a.md (new, sorted before it) takes z.md's old text: a.md is not a duplicate of anything
+    once z.md is read, so it must be ingested (it used to be skipped as "same content as z.md", and lost)."""
+    docs = tmp_path / 'docs'
+    old_text = '# Zeta\n\nThe zeta text describes the archive and restore commands.\n'
+    fx.make_text(docs / 'z.md', old_text)
+    rag = new_rag()
+    rag.ingest(str(docs))
+    fx.make_text(docs / 'z.md', '# Zeta\n\nThe zeta text now describes invoices instead.\n')
+    fx.make_text(docs / 'a.md', old_text)
+    report = rag.ingest(str(docs))
+    assert {f.source_id: f.status for f in report.files} == {'a.md': 'added', 'z.md': 'updated'}, str(report)
+    assert ids_of(rag, 'a.md') and ids_of(rag, 'z.md')
+    assert_store_matches_ledger(rag)
+    # A true duplicate of an unchanged file of the same run is still skipped.
+    fx.make_text(docs / 'b.md', old_text)
+    again = by_source(rag.ingest(str(docs)))
+    assert again['b.md'].status == 'skipped' and 'same content as a.md' in again['b.md'].reason
+    assert {again['a.md'].status, again['z.md'].status} == {'unchanged'}
+
+
+def test_sync_with_an_extension_filter_keeps_the_files_of_other_formats(tmp_path, new_rag):
+    docs = tmp_path / 'docs'
+    fx.make_good_folder(docs)
+    fx.make_text_pdf(docs / 'one.pdf', ['One PDF page about archived notebooks.'])
+    rag = new_rag()
+    rag.ingest(str(docs))
+    before = store_ids(rag)
+    report = rag.ingestor.ingest(str(docs), sync=True, extensions={'.pdf'})
+    assert [(f.source_id, f.status) for f in report.files] == [('one.pdf', 'unchanged')]
+    assert store_ids(rag) == before
+    assert_store_matches_ledger(rag)
+
+
+# ---- 3. bad files ---------------------------------------------------------------------------------------------------
+def test_every_kind_of_bad_file_is_skipped_with_a_reason_and_nothing_indexed_is_lost(tmp_path, new_rag):
+    docs = tmp_path / 'docs'
+    good = fx.make_good_folder(docs)
+    fx.make_text_pdf(docs / 'good.pdf', ['A good PDF about restoring archived notebooks.'])
+    rag = new_rag()
+    first = rag.ingest(str(docs))
+    assert {f.status for f in first.files} == {'added'}
+    before = store_ids(rag)
+
+    limit_mb = 1.0
+    rag.ingestor.max_file_mb = limit_mb
+    bad = tmp_path / 'docs' / 'bad'
+    for name, (maker, _) in fx.BAD_FILES.items():
+        if maker is None:
+            fx.oversized_file(bad / name, int(limit_mb * 1024 * 1024 * 1.5))
+        else:
+            maker(bad / name)
+    fx.make_text(docs / 'new' / 'fresh.md', '# Fresh\n\nA fresh page arrives with the bad files: it is about tags.\n')
+    # An already ingested file that got corrupted keeps its previous chunks.
+    fx.junk_binary(good['note.txt'], seed=7)
+
+    for sync in (False, True):
+        report = rag.ingest(str(docs), sync=sync)
+        results = by_source(report)
+        for name, (_, keyword) in fx.BAD_FILES.items():
+            result = results[f'bad/{name}']
+            assert result.status == 'skipped', (name, result)
+            assert keyword in result.reason.lower(), (name, result.reason)
+        assert results['note.txt'].status == 'skipped' and 'binary' in results['note.txt'].reason
+        assert results['new/fresh.md'].status == ('added' if not sync else 'unchanged')
+        assert results['guide.md'].status == results['good.pdf'].status == 'unchanged'
+        assert not [f for f in report.files if f.status == 'removed']
+        assert len(report.skipped) == len(fx.BAD_FILES) + 1
+        ids = store_ids(rag)
+        assert set(before) <= set(ids), 'chunks indexed before were lost'
+        assert ids_of(rag, 'new/fresh.md')
+        assert not {m['source_id'] for m in store_chunks(rag).values()} & {f'bad/{n}' for n in fx.BAD_FILES}
+    assert rag.ingestor.ledger.get(str(docs.resolve()), 'note.txt').status == 'ok'
+    assert_store_matches_ledger(rag)
+
+
+# ---- 4. formats -----------------------------------------------------------------------------------------------------
+MD_TEXT = """# Offline mode
+
+Offline mode keeps the last 200 notes on the device. Notes edited offline are queued and sent when the device is
+back online. The queue survives a restart of the app, and conflicts are resolved by keeping both versions, the
+newest one on top. Attachments larger than 20 MB are not cached for offline use and show a cloud icon instead.
+
+## Conflict copies
+
+When the same note changed on two devices, the second save becomes a conflict copy named after the device. Open the
+conflict copy, merge the parts you want to keep, and delete the copy. Conflict copies older than 30 days are moved
+to the trash automatically, where they stay for another 30 days before they are deleted for good. A conflict copy
+keeps the tags and the notebook of the original note, so it shows up in the same searches as the original.
+"""
+
+
+def test_pdf_markdown_text_and_docx_are_ingested_recursively_with_relative_source_ids(tmp_path, new_rag):
+    docs = tmp_path / 'docs'
+    fx.make_text_pdf(docs / 'manual.pdf', ['Page one: installing the desktop app on Windows and macOS.',
+                                           'Page two: signing in with single sign-on.'], title='Desktop Manual')
+    fx.make_text(docs / 'sub' / 'dir' / 'file.md', MD_TEXT)
+    fx.make_text(docs / 'sub' / 'plain.txt', 'Plain text: the support desk answers within one business day.\n')
+    fx.make_docx(docs / 'reports' / 'q3' / 'report.docx', 'Quarterly report',
+                 ['Revenue grew by twelve percent in the third quarter.', 'Churn stayed below two percent.'],
+                 'Next steps', ['Hire two support engineers before December.'])
+    rag = new_rag()
+    report = rag.ingest(str(docs))
+    assert {f.source_id: f.status for f in report.files} == {
+        'manual.pdf': 'added', 'sub/dir/file.md': 'added', 'sub/plain.txt': 'added',
+        'reports/q3/report.docx': 'added'}
+    chunks = store_chunks(rag)
+    sources = {m['source_id'] for m in chunks.values()}
+    assert sources == {'manual.pdf', 'sub/dir/file.md', 'sub/plain.txt', 'reports/q3/report.docx'}
+
+    pdf = [m for m in chunks.values() if m['source_id'] == 'manual.pdf']
+    assert {m['page'] for m in pdf} == {1, 2}
+    assert {m['title'] for m in pdf} == {'Desktop Manual'} and {m['source'] for m in pdf} == {'manual.pdf'}
+    assert next(m for m in pdf if 'single sign-on' in m['_text'])['page'] == 2
+
+    md = sorted((m for m in chunks.values() if m['source_id'] == 'sub/dir/file.md'), key=lambda m: m['chunk_index'])
+    assert len(md) >= 2
+    assert {m['title'] for m in md} == {'Offline mode'} and {m['source'] for m in md} == {'file.md'}
+    assert all('page' not in m for m in md)
+    for m in md:
+        expected = 'Conflict copies' if m['_text'].lstrip().startswith(('## Conflict', 'When the same note')) \
+            else 'Offline mode'
+        assert m['section'] == expected, (m['section'], m['_text'][:60])
+    assert md[0]['section'] == 'Offline mode' and md[-1]['section'] == 'Conflict copies'
+
+    txt = [m for m in chunks.values() if m['source_id'] == 'sub/plain.txt']
+    assert [(m['title'], m['source']) for m in txt] == [('plain', 'plain.txt')]
+
+    docx = [m for m in chunks.values() if m['source_id'] == 'reports/q3/report.docx']
+    assert docx and {m['title'] for m in docx} == {'Quarterly report'}
+    assert docx[0]['section'] == 'Quarterly report'
+    joined = ' '.join(m['_text'] for m in docx)
+    assert 'Revenue grew by twelve percent' in joined and 'Hire two support engineers' in joined
+
+    hits = rag.run_retrieval('How fast does the support desk answer?', k=1)
+    assert hits[0].metadata['source_id'] == 'sub/plain.txt'
+    assert_store_matches_ledger(rag)
+
+
+# ---- 5. metadata ----------------------------------------------------------------------------------------------------
+def test_every_chunk_carries_the_documented_metadata(tmp_path, new_rag):
+    from rag_plugin.ingest import chunk_ids
+    docs = tmp_path / 'pdfs'
+    shutil.copytree(PDFS, docs)
+    rag = new_rag()
+    report = rag.ingest(str(docs), tags=['faq', 'Product Docs'])
+    assert len(report.ok) == 5 and not report.skipped
+    chunks = store_chunks(rag)
+    assert len(chunks) == report.chunks_added
+    titles = {}
+    for chunk_id, m in chunks.items():
+        assert m['chunk_id'] == chunk_id
+        assert re.fullmatch(r'[0-9a-f]{16}', m['document_id'])
+        assert chunk_id.startswith(m['document_id'] + '-')
+        data = (docs / m['source_id']).read_bytes()
+        assert m['document_id'] == hashlib.sha256(data).hexdigest()[:16], 'document_id is the content hash'
+        assert m['document_id'] == hashlib.sha256((PDFS / m['source_id']).read_bytes()).hexdigest()[:16]
+        assert m['source'] == m['source_id'] == Path(m['source_id']).name
+        assert isinstance(m['page'], int) and 1 <= m['page'] <= 4
+        assert m['tags'] == 'faq,Product_Docs' and m['tag:faq'] is True and m['tag:Product_Docs'] is True
+        assert m['content_hash'] == hashlib.sha256(m['_text'].encode('utf-8')).hexdigest()[:16]
+        stamp = datetime.fromisoformat(m['ingested_at'])
+        assert stamp.tzinfo is not None
+        assert m.get('section') is None or isinstance(m['section'], str) and m['section']
+        titles.setdefault(m['source_id'], set()).add(m['title'])
+    assert titles['sync_and_offline.pdf'] == {'Nimbus Notes Sync and Offline Guide'}
+    assert all(len(t) == 1 and next(iter(t)).startswith('Nimbus Notes ') for t in titles.values())
+    assert sum(1 for m in chunks.values() if m.get('section')) >= len(chunks) // 2
+    for source_id in titles:
+        pages = {m['page'] for m in chunks.values() if m['source_id'] == source_id}
+        assert {1, 4} <= pages <= {1, 2, 3, 4}, (source_id, pages)
+        row = rag.ingestor.ledger.get(str(docs.resolve()), source_id)
+        assert set(chunk_ids(row.document_id, row.n_chunks)) == ids_of(rag, source_id)
+
+    # A known sentence of page 3 of the source of sync_and_offline.pdf is on page 3.
+    assert 'Choose Remove device' in (fx.CORPUS_SRC / 'sync_and_offline.md').read_text()
+    holding = [m for m in chunks.values() if m['source_id'] == 'sync_and_offline.pdf'
+               and 'Choose Remove device' in ' '.join(m['_text'].split())]
+    assert holding and {m['page'] for m in holding} == {3}
+
+    # Tags filter retrieval.
+    hits = rag.run_retrieval('remove a device', k=2, filter={'tag:faq': True})
+    assert len(hits) == 2
+    assert rag.run_retrieval('remove a device', k=2, filter={'tag:other': True}) == []
+
+
+def test_document_id_is_stable_for_identical_content(tmp_path, new_rag):
+    one, two = tmp_path / 'one', tmp_path / 'two' / 'deeper'
+    fx.make_text(one / 'a.md', '# Same\n\nIdentical bytes give the same document id.\n')
+    fx.make_text(two / 'renamed.md', '# Same\n\nIdentical bytes give the same document id.\n')
+    first = new_rag(tmp_path / 'store1')
+    second = new_rag(tmp_path / 'store2')
+    first.ingest(str(one))
+    second.ingest(str(two))
+    (m1,) = store_chunks(first).values()
+    (m2,) = store_chunks(second).values()
+    assert m1['document_id'] == m2['document_id'] and m1['chunk_id'] == m2['chunk_id']
+    assert (m1['source_id'], m2['source_id']) == ('a.md', 'renamed.md')
+
+
+# ---- 6. kill and rerun ----------------------------------------------------------------------------------------------
+KILL_SCRIPT = textwrap.dedent('''
+    import os, sys, time
+    store_dir, folder, markers = sys.argv[1], sys.argv[2], sys.argv[3]
+    stop_after = int(sys.argv[4])
+
+    def mark(name):
+        with open(os.path.join(markers, name), 'w') as f:
+            f.write(name)
+
+    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
+    bot = StandaloneBot()
+    ExtractiveLLM(bot)
+    store = default_vector_store(store_dir)
+    rag = RAG(bot, store, default_splitter(), 'extractive')
+    rag.ingestor.batch_size = 8
+    print(rag.ingest(folder), flush=True)  # 1. a complete ingestion
+    mark('first-done')
+    deadline = time.monotonic() + 240
+    while not os.path.exists(os.path.join(markers, 'go')):  # the test changes files meanwhile
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+    original = store.add_documents
+    calls = [0]
+    def add_documents(documents, **kwargs):
+        result = original(documents, **kwargs)
+        calls[0] += 1
+        if calls[0] == stop_after:  # this batch is in the store, the ledger does not know yet: be killed now
+            mark('kill-me')
+            time.sleep(300)
+        return result
+    store.add_documents = add_documents
+    print(rag.ingest(folder), flush=True)  # 2. killed
+    mark('not-killed')
+''')
+
+
+class IngestionProcess:
+    """Ingest a folder in another process: once completely, then (after :meth:`go`) again until it is killed."""
+
+    def __init__(self, store_dir: Path, folder: Path, work: Path, stop_after: int):
+        self.markers = work / 'markers'
+        self.markers.mkdir(parents=True)
+        self.log = work / 'ingest.log'
+        env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'USE_TF': '0', 'ANONYMIZED_TELEMETRY': 'False',
+               'PYTHONPATH': str(ROOT)}
+        with open(self.log, 'w') as out:
+            self.proc = subprocess.Popen([sys.executable, '-c', KILL_SCRIPT, str(store_dir), str(folder),
+                                          str(self.markers), str(stop_after)],
+                                         env=env, cwd=str(ROOT), stdout=out, stderr=subprocess.STDOUT)
+
+    def wait_for(self, marker: str, timeout: float = 240) -> None:
+        deadline = time.monotonic() + timeout
+        while not (self.markers / marker).exists():
+            assert self.proc.poll() is None, f'the ingestion process ended early:\n{self.log.read_text()[-3000:]}'
+            assert time.monotonic() < deadline, f'no {marker} marker:\n{self.log.read_text()[-3000:]}'
+            time.sleep(0.05)
+
+    def go(self) -> None:
+        (self.markers / 'go').write_text('go')
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+
+def test_an_ingestion_killed_mid_way_is_repaired_exactly_by_the_next_one(tmp_path, new_rag):
+    from rag_plugin.ingest import Ledger, chunk_ids
+    from rag_plugin.ingest.loaders import file_digest
+    docs = tmp_path / 'docs'
+    kept_pdfs = ('sync_and_offline.pdf', 'troubleshooting.pdf')  # two real PDFs (22 chunks) and generated texts
+    for name in kept_pdfs:
+        fx._write(docs / 'pdfs' / name, (PDFS / name).read_bytes())
+    fx.make_text(docs / 'b_changed.md', '# Changing\n\n' + fx.long_text('changing', 6))
+    store_dir = tmp_path / 'store'
+
+    # 1. A complete ingestion, in another process (this one opens the store only at the end).
+    # 2. Then b_changed.md changes (its new version spans batches) and two new files arrive; the next run is killed
+    #    after 2 batches of 8 chunks: a_new.txt is committed, b_changed.md is half written over its old version,
+    #    z_new.txt is not started.
+    process = IngestionProcess(store_dir, docs, tmp_path / 'work', stop_after=2)
+    try:
+        process.wait_for('first-done')
+        fx.make_text(docs / 'a_new.txt', fx.long_text('new file', 6, seed=1))
+        fx.make_text(docs / 'b_changed.md', '# Changing\n\n' + fx.long_text('changed', 26, seed=2))
+        fx.make_text(docs / 'z_new.txt', fx.long_text('last file', 12, seed=3))
+        process.go()
+        process.wait_for('kill-me')
+    finally:
+        process.kill()
+    assert process.proc.returncode == -signal.SIGKILL
+    assert not (process.markers / 'not-killed').exists()
+
+    ledger = Ledger(str(store_dir / 'rag_plugin_ledger_rag_plugin.sqlite3'))
+    rows = {r.source_id: r for r in ledger.all()}
+    ledger.close()
+    assert rows['a_new.txt'].status == 'ok'
+    assert rows['b_changed.md'].status == 'pending' and rows['b_changed.md'].prev_document_id
+    assert rows['z_new.txt'].status == 'pending'
+    old_changed = set(chunk_ids(rows['b_changed.md'].prev_document_id, rows['b_changed.md'].prev_n_chunks))
+
+    # 3. Meanwhile a file that the killed run had fully ingested changes again.
+    fx.make_text(docs / 'a_new.txt', fx.long_text('new file, edited', 5, seed=4))
+
+    # 4. The next ingestion repairs everything.
+    rag = new_rag(store_dir)
+    report = rag.ingest(str(docs))
+    status = {f.source_id: f.status for f in report.files}
+    assert status.pop('a_new.txt') == 'updated'
+    assert status.pop('b_changed.md') == 'updated'
+    assert status.pop('z_new.txt') in ('added', 'updated')
+    assert status == {f'pdfs/{name}': 'unchanged' for name in kept_pdfs}
+    assert not report.skipped
+
+    assert_store_matches_ledger(rag)
+    rows = rag.ingestor.ledger.all()
+    assert {r.source_id for r in rows} == {'a_new.txt', 'b_changed.md', 'z_new.txt'} | {
+        f'pdfs/{name}' for name in kept_pdfs}
+    for row in rows:
+        path = docs / row.source_id
+        assert row.document_id == file_digest(path.read_bytes()), row.source_id
+        assert row.n_chunks == len(expected_chunks(rag, path, row.source_id)), row.source_id
+        assert ids_of(rag, row.source_id) == set(row.ids())
+    assert not (set(store_ids(rag)) & old_changed), 'the replaced version of b_changed.md is still there'
+    hits = rag.run_retrieval('Choose Remove device', k=3)
+    assert len(hits) == 3 and all(h.metadata['chunk_id'] in set(store_ids(rag)) for h in hits)
+
+    # And one more run changes nothing.
+    again = rag.ingest(str(docs))
+    assert again.chunks_added == 0 and {f.status for f in again.files} == {'unchanged'}
+
+
+# ---- 7. uploads and texts -------------------------------------------------------------------------------------------
+def _tree(folder: Path, skip: Path) -> set[str]:
+    return {str(p) for p in folder.rglob('*') if skip not in p.parents and p != skip}
+
+
+def test_uploaded_files_are_ingested_from_memory_with_safe_names_and_a_size_limit(tmp_path, new_rag, monkeypatch):
+    from besser.bot.core.file import File
+    cwd = tmp_path / 'a' / 'b'
+    cwd.mkdir(parents=True)
+    monkeypatch.chdir(cwd)
+    rag = new_rag()
+    before = _tree(tmp_path.parent, tmp_path / 'store')
+
+    upload = File(file_name='handbook.md', file_type='text/markdown',
+                  file_data=b'# Handbook\n\nThe parking garage opens at 6 am and closes at midnight.\n')
+    report = rag.add_file(upload)
+    assert [(f.source_id, f.status) for f in report.files] == [('handbook.md', 'added')]
+    hit = rag.run_retrieval('When does the parking garage open?', k=1)[0]
+    assert hit.metadata['source_id'] == 'handbook.md' and 'parking garage' in hit.page_content
+
+    too_big = File(file_name='big.txt', file_type='text/plain', file_data=b'x' * 500)
+    refused = rag.add_file(too_big, max_mb=0.0001)
+    assert [(f.source_id, f.status) for f in refused.files] == [('big.txt', 'skipped')]
+    assert 'too large' in refused.files[0].reason
+    assert not ids_of(rag, 'big.txt')
+
+    for name, text in (('../../etc/passwd.txt', 'The secret handshake is two claps and a wink.'),
+                       ('..\\..\\evil.md', '# Evil\n\nThe evil plan involves replacing all the coffee with decaf.')):
+        result = rag.add_file(File(file_name=name, file_type='text/plain', file_data=text.encode()))
+        (item,) = result.files
+        assert item.status == 'added', item
+        assert '/' not in item.source_id and '\\' not in item.source_id and '..' not in item.source_id
+        assert item.source_id in ('passwd.txt', 'evil.md')
+        assert ids_of(rag, item.source_id)
+    chunk_sources = {m['source_id'] for m in store_chunks(rag).values()}
+    assert chunk_sources == {'handbook.md', 'passwd.txt', 'evil.md'}
+    assert all('..' not in s and '/' not in s and '\\' not in s for s in chunk_sources)
+
+    assert list(cwd.iterdir()) == []
+    assert not (tmp_path / 'etc').exists() and not (tmp_path / 'evil.md').exists()
+    assert _tree(tmp_path.parent, tmp_path / 'store') == before, 'an upload was written to disk'
+    assert_store_matches_ledger(rag)
+
+
+def test_upload_that_is_not_valid_base64_or_not_a_supported_format_is_refused(tmp_path, new_rag):
+    from besser.bot.core.file import File
+    rag = new_rag()
+    bad = File(file_name='notes.txt', file_type='text/plain', file_data=b'hello')
+    bad.base64 = '***not base64***'
+    assert 'base64' in rag.add_file(bad).files[0].reason
+    image = File(file_name='photo.png', file_type='image/png', file_data=b'\x89PNG\r\n\x1a\n' + b'\x00' * 40)
+    (item,) = rag.add_file(image).files
+    assert item.status == 'skipped' and 'unsupported format' in item.reason
+    assert store_ids(rag) == []
+
+
+def test_add_text_is_retrievable_and_the_same_source_id_replaces_it(tmp_path, new_rag):
+    rag = new_rag()
+    report = rag.add_text('The cafeteria serves paella every Friday at noon.', {'source_id': 'note.txt',
+                                                                                 'tags': ['faq']})
+    assert [(f.source_id, f.status) for f in report.files] == [('note.txt', 'added')]
+    first_ids = ids_of(rag, 'note.txt')
+    hit = rag.run_retrieval('What does the cafeteria serve on Friday?', k=1, filter={'tag:faq': True})[0]
+    assert 'paella' in hit.page_content and hit.metadata['source_id'] == 'note.txt'
+    assert hit.metadata['tags'] == 'faq'
+
+    again = rag.add_text('The cafeteria serves paella every Friday at noon.', {'source_id': 'note.txt',
+                                                                                'tags': ['faq']})
+    assert [(f.source_id, f.status) for f in again.files] == [('note.txt', 'unchanged')]
+
+    replaced = rag.add_text('The cafeteria now serves ramen on Fridays.', {'source_id': 'note.txt', 'tags': ['faq']})
+    assert [(f.source_id, f.status) for f in replaced.files] == [('note.txt', 'updated')]
+    assert not (ids_of(rag, 'note.txt') & first_ids)
+    texts = [m['_text'] for m in store_chunks(rag).values()]
+    assert texts == ['The cafeteria now serves ramen on Fridays.']
+    hit = rag.run_retrieval('What does the cafeteria serve on Friday?', k=1)[0]
+    assert 'ramen' in hit.page_content
+    assert_store_matches_ledger(rag)
+
+
+# ---- 8. duplicates --------------------------------------------------------------------------------------------------
+def test_identical_files_are_ingested_once(tmp_path, new_rag):
+    docs = tmp_path / 'docs'
+    text = '# Shared\n\nThis paragraph was copied into two folders by mistake.\n'
+    fx.make_text(docs / 'a' / 'shared.md', text)
+    fx.make_text(docs / 'b' / 'copy of shared.md', text)
+    rag = new_rag()
+    report = rag.ingest(str(docs))
+    results = by_source(report)
+    assert results['a/shared.md'].status == 'added'
+    assert results['b/copy of shared.md'].status == 'skipped'
+    assert 'same content' in results['b/copy of shared.md'].reason
+    assert 'a/shared.md' in results['b/copy of shared.md'].reason
+    assert {m['source_id'] for m in store_chunks(rag).values()} == {'a/shared.md'}
+
+    # Ingested again: the original is unchanged, the copy still skipped (as a duplicate of an ingested file).
+    again = by_source(rag.ingest(str(docs)))
+    assert again['a/shared.md'].status == 'unchanged'
+    assert again['b/copy of shared.md'].status == 'skipped' and 'same content' in again['b/copy of shared.md'].reason
+    assert_store_matches_ledger(rag)
