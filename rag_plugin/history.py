@@ -51,17 +51,22 @@ class ConversationHistory:
             turns.append((Message(MessageType.STR, question, True, now),
                           Message(MessageType.RAG_ANSWER, answer_dict, False, now)))
 
-    def get(self, session: Optional['Session'], n: int) -> list[Message]:
-        """Return the last ``n`` messages of a session, oldest first (``n <= 0``: none).
+    def get(self, session: Optional['Session'], n: int, current: Optional[str] = None) -> list[Message]:
+        """Return the last ``n`` messages of a session before the current question, oldest first (``n <= 0``: none).
 
         Args:
             session (Session): the session (None: no history)
             n (int): number of messages (a turn is two messages: the question and the answer)
+            current (str): the question being answered; BBF saves it to the DB before the RAG runs (from another
+                thread, so it may or may not be there yet), and it is not history
         """
         if session is None or n <= 0:
             return []
         if _db_connected(session):
-            return session.get_chat_history(n=n)
+            messages = session.get_chat_history(n=n + 1)
+            if messages and messages[-1].is_user and current is not None and messages[-1].content == current:
+                messages = messages[:-1]
+            return messages[-n:]
         with self._lock:
             messages = [m for turn in self._turns.get(session, ()) for m in turn]
         return messages[-n:]

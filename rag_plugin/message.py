@@ -1,10 +1,31 @@
 """The result of a RAG run: BBF's ``RAGMessage`` plus sources, confidence and what happened."""
 from __future__ import annotations
 
+import json
+import sqlite3
 from typing import Optional
 
 from besser.bot.nlp.rag.rag import RAGMessage as BBFRAGMessage
 from langchain_core.documents import Document
+
+
+class RAGAnswerDict(dict):
+    """The dict of a RAG answer, storable as JSON text by database drivers.
+
+    BBF's ``reply_rag`` saves ``to_dict()`` as a chat message; BBF 1.5's MonitoringDB inserts the content into a text
+    column, and a plain dict makes psycopg2 / sqlite3 fail ("can't adapt type 'dict'"), so the answer was lost. The
+    adapters registered below store it as JSON, which :func:`rag_plugin.augment.message_text` reads back.
+    """
+
+
+sqlite3.register_adapter(RAGAnswerDict, lambda value: json.dumps(value, default=str))
+try:
+    from psycopg2.extensions import register_adapter
+    from psycopg2.extras import Json
+
+    register_adapter(RAGAnswerDict, lambda value: Json(value, dumps=lambda v: json.dumps(v, default=str)))
+except ImportError:  # psycopg2 is BBF's dependency; without it there is no PostgreSQL monitoring DB anyway
+    pass
 
 
 class RAGMessage(BBFRAGMessage):
@@ -50,7 +71,7 @@ class RAGMessage(BBFRAGMessage):
 
     def to_dict(self) -> dict:
         """Return BBF's keys (``llm_name``, ``question``, ``answer``, ``docs``) plus this plugin's fields."""
-        result = super().to_dict()
+        result = RAGAnswerDict(super().to_dict())
         result.update({
             'sources': self.sources, 'confidence': self.confidence, 'abstained': self.abstained,
             'degraded': self.degraded, 'query': self.query, 'cited': self.cited,

@@ -19,6 +19,7 @@ from rag_plugin.ingest import IngestReport, Ingestor, ledger_for
 from rag_plugin.ingest.loaders import PDF_EXTENSIONS
 from rag_plugin.message import RAGMessage
 from rag_plugin.retrieve import DenseRetriever
+from rag_plugin.rewrite import QueryRewriter
 from rag_plugin.trace import TraceWriter, default_trace_path
 
 if TYPE_CHECKING:
@@ -59,6 +60,8 @@ class RAG:
         llm_max_attempts (int): attempts on transient LLM errors (timeouts, 429, 5xx, connection errors)
         trace_file (str): append one JSON line per run to this file (default: env ``RAG_PLUGIN_TRACE``, else off)
         ledger_path (str): the ingestion ledger (default: next to a persisted Chroma store, else in memory)
+        rewrite_queries (bool): rewrite follow-up questions into standalone search queries when there is history
+        max_history_turns (int): turns kept per session by the in-memory history
 
     Attributes:
         vector_store (VectorStore): the vector store
@@ -73,6 +76,7 @@ class RAG:
         generator (ResilientGenerator): calls the LLM robustly
         ingestor (Ingestor): writes documents to the store
         history (ConversationHistory): per-session turns when there is no monitoring DB
+        rewriter (QueryRewriter): turns follow-ups into standalone queries
         not_found_answer (str): the answer when nothing relevant is found
         tracer (TraceWriter | None): the per-call trace, when on
     """
@@ -95,6 +99,8 @@ class RAG:
             llm_max_attempts: int = 3,
             trace_file: Optional[str] = None,
             ledger_path: Optional[str] = None,
+            rewrite_queries: bool = True,
+            max_history_turns: int = 20,
     ):
         if bot is None or not hasattr(bot, 'nlp_engine'):
             raise ValueError('RAG needs the bot it belongs to (or rag_plugin.standalone.StandaloneBot() outside a bot)')
@@ -115,7 +121,8 @@ class RAG:
         self.prompt_builder = PromptBuilder(self.llm_prompt)
         self.generator = ResilientGenerator(timeout=llm_timeout, max_attempts=llm_max_attempts)
         self.ingestor = Ingestor(vector_store, splitter, ledger_for(vector_store, ledger_path))
-        self.history = ConversationHistory()
+        self.history = ConversationHistory(max_history_turns)
+        self.rewriter = QueryRewriter(rewrite_queries)
         trace_file = trace_file or default_trace_path()
         self.tracer: Optional[TraceWriter] = TraceWriter(trace_file) if trace_file else None
         self._nlp_engine._rag = self
@@ -249,9 +256,11 @@ class RAG:
         n_history = self.num_previous_messages if num_previous_messages is None else num_previous_messages
         timings: dict[str, float] = {}
         started = time.perf_counter()
-        history = self.history.get(session, n_history)
-        query = question
+        history = self.history.get(session, n_history, question)
         timings['history'] = time.perf_counter() - started
+        mark = time.perf_counter()
+        query = self.rewriter.rewrite(llm, question, history)
+        timings['rewrite'] = time.perf_counter() - mark
         try:
             mark = time.perf_counter()
             retrieved = self.retriever.retrieve(query, k, filter)
@@ -270,7 +279,7 @@ class RAG:
         else:
             mark = time.perf_counter()
             prompt = self.create_prompt(history, retrieved, question, llm_prompt)
-            generation = self.generator.generate(llm, prompt, question, retrieved,
+            generation = self.generator.generate(llm, prompt, query, retrieved,
                                                  getattr(self.vector_store, 'embeddings', None))
             timings['generate'] = time.perf_counter() - mark
             answer, cited = resolve_citations(generation.answer, retrieved)

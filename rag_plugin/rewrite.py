@@ -1,0 +1,109 @@
+"""Query rewriting: turn a follow-up question into a standalone search query, using the conversation.
+
+"History for what was said, retrieval for what is known": the history goes into the prompt, while retrieval needs a
+query that names its subject. With a generative LLM, a short prompt asks it for the standalone query. The offline
+:class:`HeuristicRewriter` carries the previous question's subject into an elliptic follow-up ("How do I remove
+one?" after "How many devices can I be signed in on?"). Without history nothing is rewritten.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any, Optional
+
+from rag_plugin.augment import format_history, message_text
+from rag_plugin.generate.extractive import tokens
+from rag_plugin.generate.resilient import call_with_timeout
+
+logger = logging.getLogger(__name__)
+
+REWRITE_PROMPT = (
+    "Rewrite the user's last question as one standalone search query that can be understood without the "
+    "conversation: replace pronouns and references with what they refer to. Do not answer it. Reply with the query "
+    "only.\n\nConversation:\n{history}\n\nLast question: {question}\n\nStandalone query:"
+)
+"""str: the rewrite prompt (``{history}`` and ``{question}`` are filled in)."""
+
+_REFERRING = re.compile(r"\b(it|its|it's|this|that|these|those|they|them|their|one|ones|there|he|she|him|her|"
+                        r"same|such|other|another|former|latter|above)\b", re.I)
+
+
+class HeuristicRewriter:
+    """Offline rewriting: an elliptic follow-up (a referring word, or fewer than ``min_terms`` content words) gets
+    the content words of the previous user question appended.
+
+    It cannot resolve a reference to something only the *answer* mentioned, choose between two earlier subjects,
+    or rephrase; a self-contained question is left as it is.
+
+    Args:
+        min_terms (int): a question with fewer content words than this counts as elliptic
+    """
+
+    def __init__(self, min_terms: int = 3):
+        self.min_terms: int = min_terms
+
+    def rewrite(self, question: str, history: list) -> str:
+        """Return the search query for ``question`` given the BBF ``Message`` history (oldest first)."""
+        previous = next((message_text(m.content) for m in reversed(history) if getattr(m, 'is_user', False)), '')
+        if not previous:
+            return question
+        own = tokens(question)
+        elliptic = bool(_REFERRING.search(question)) or len(own) < self.min_terms
+        if not elliptic:
+            return question
+        carried = []
+        for word in re.findall(r"[A-Za-z0-9][A-Za-z0-9\-]*", previous):
+            normalised = tokens(word)
+            if normalised and normalised[0] not in own and word.lower() not in {c.lower() for c in carried}:
+                carried.append(word)
+        return f'{question} ({" ".join(carried)})' if carried else question
+
+
+class LLMRewriter:
+    """Rewriting with the answering LLM (one short call); falls back to :class:`HeuristicRewriter` on any failure.
+
+    Args:
+        timeout (float): seconds for the rewrite call
+        fallback (HeuristicRewriter): used when the LLM fails or answers nonsense
+    """
+
+    def __init__(self, timeout: Optional[float] = 15.0, fallback: Optional[HeuristicRewriter] = None):
+        self.timeout: Optional[float] = timeout
+        self.fallback: HeuristicRewriter = fallback or HeuristicRewriter()
+
+    def rewrite(self, llm: Any, question: str, history: list) -> str:
+        """Return the standalone query (the question itself when there is no history)."""
+        history_text = format_history(history)
+        if not history_text:
+            return question
+        prompt = REWRITE_PROMPT.format(history=history_text, question=question)
+        try:
+            query = call_with_timeout(lambda: llm.predict(prompt), self.timeout)
+        except Exception as e:  # noqa: BLE001 - rewriting is an optimisation; never fail the turn for it
+            logger.warning('[RAG] Query rewrite failed (%s: %s); using the offline rewriter', type(e).__name__, e)
+            return self.fallback.rewrite(question, history)
+        query = (query or '').strip().strip('"').splitlines()[0].strip() if (query or '').strip() else ''
+        if not query or len(query) > 4 * len(question) + 200:
+            return self.fallback.rewrite(question, history)
+        return query
+
+
+class QueryRewriter:
+    """Chooses how to rewrite: with the LLM when it is generative, else offline; never without history.
+
+    Args:
+        enabled (bool): False searches the question as it is
+    """
+
+    def __init__(self, enabled: bool = True):
+        self.enabled: bool = enabled
+        self.heuristic = HeuristicRewriter()
+        self.llm_rewriter = LLMRewriter(fallback=self.heuristic)
+
+    def rewrite(self, llm: Any, question: str, history: list) -> str:
+        """Return the query to search for this turn."""
+        if not self.enabled or not any(getattr(m, 'is_user', False) for m in history):
+            return question  # nothing asked before (a greeting alone is no context)
+        if hasattr(llm, 'answer'):  # extractive: cannot generate a rewrite
+            return self.heuristic.rewrite(question, history)
+        return self.llm_rewriter.rewrite(llm, question, history)

@@ -1,0 +1,157 @@
+"""Conversations: history with or without a database, follow-up rewriting, per-turn retrieval."""
+import time
+import uuid
+
+import pytest
+from conftest import BotClient, RecordingChatModel, running_bot, simple_rag_states
+
+FIRST = 'What is the offline cache?'
+FOLLOW_UP = 'How big can it get?'  # elliptic: only the first turn's subject makes it answerable
+
+
+def _has_cache_limit(message: dict) -> bool:
+    return any(d['metadata']['source'] == 'sync_and_offline.pdf' and d['metadata']['page'] == 2
+               and '10 GB' in d['content'] for d in message['docs'])
+
+
+@pytest.mark.parametrize('rewrite', [True, False])
+def test_follow_up_needs_rewriting_over_the_websocket_platform(corpus_store, rewrite):
+    from rag_plugin import RAG, ExtractiveLLM, default_splitter
+
+    def rag_factory(bot):
+        ExtractiveLLM(bot)
+        return RAG(bot, corpus_store, default_splitter(), 'extractive', num_previous_messages=4,
+                   rewrite_queries=rewrite)
+
+    with running_bot(lambda bot, platform: simple_rag_states(bot, platform, rag_factory)) as (bot, port):
+        client = BotClient(port)
+        client.wait_for('bot_reply_str', timeout=30)
+        first = client.ask(FIRST)['message']
+        assert first['query'] == FIRST and not first['abstained']
+        second = client.ask(FOLLOW_UP)['message']
+        client.close()
+    if rewrite:
+        assert second['query'] != FOLLOW_UP and 'offline cache' in second['query']
+        assert _has_cache_limit(second) and '10 GB' in second['answer']
+    else:
+        assert second['query'] == FOLLOW_UP
+        assert not _has_cache_limit(second)  # the raw follow-up does not find the fragment
+
+
+def test_concurrent_sessions_do_not_share_history(corpus_store):
+    from rag_plugin import RAG, ExtractiveLLM, default_splitter
+
+    def rag_factory(bot):
+        ExtractiveLLM(bot)
+        return RAG(bot, corpus_store, default_splitter(), 'extractive', num_previous_messages=4)
+
+    with running_bot(lambda bot, platform: simple_rag_states(bot, platform, rag_factory)) as (bot, port):
+        alice, bob = BotClient(port), BotClient(port)
+        alice.wait_for('bot_reply_str', timeout=30)
+        bob.wait_for('bot_reply_str', timeout=30)
+        alice.ask(FIRST)
+        bob.ask('How are webhook deliveries signed?')
+        alice_follow = alice.ask(FOLLOW_UP)['message']
+        bob_follow = bob.ask(FOLLOW_UP)['message']
+        alice.close()
+        bob.close()
+    assert 'offline cache' in alice_follow['query'] and 'webhook' not in alice_follow['query'].lower()
+    assert 'webhook' in bob_follow['query'].lower() and 'offline' not in bob_follow['query'].lower()
+
+
+def test_memory_history_is_bounded_per_session_and_gone_on_reset(make_rag):
+    from besser.bot.core.bot import Bot
+    from besser.bot.core.session import Session
+    bot = Bot('memory_test')
+    rag = make_rag(bot=bot, max_history_turns=2)
+    session = Session('s1', bot, None)
+    for question in ('What is the API rate limit?', 'What is the API base URL?', 'What is the offline cache?'):
+        rag.run(session=session, message=question)
+    history = rag.history.get(session, 10)
+    assert [m.content for m in history if m.is_user] == ['What is the API base URL?', 'What is the offline cache?']
+    assert isinstance(history[1].content, dict) and history[1].content['answer']
+    other = Session('s2', bot, None)
+    assert rag.history.get(other, 10) == []
+    fresh = Session('s1', bot, None)  # what BBF's reset does: a new Session object with the same id
+    assert rag.history.get(fresh, 10) == []
+
+
+def test_rewrite_prompt_goes_to_the_llm_only_with_history_and_zero_disables(make_rag):
+    from besser.bot.core.bot import Bot
+    from besser.bot.core.session import Session
+    model = RecordingChatModel(responses=['The offline cache keeps notes on the device [1].',
+                                          'How big can the offline cache get?', 'Up to 10 GB [1].'])
+    bot = Bot('rewrite_test')
+    rag = make_rag(model, bot=bot, num_previous_messages=4)
+    session = Session('s1', bot, None)
+    rag.run(session=session, message=FIRST)
+    assert len(model.calls) == 1 and 'Standalone query' not in model.calls[0]
+    result = rag.run(session=session, message=FOLLOW_UP)
+    assert len(model.calls) == 3
+    assert 'Standalone query' in model.calls[1] and FIRST in model.calls[1]
+    assert result.query == 'How big can the offline cache get?'
+    answer_prompt = model.calls[2]
+    assert 'User: What is the offline cache?' in answer_prompt
+    assert 'Assistant: The offline cache keeps notes on the device [1].' in answer_prompt
+    # Per-turn retrieval: the first turn's fragments are not carried over, history holds Q&A only.
+    assert answer_prompt.count('<<<FRAGMENT [1]') == 1 and 'Up to 10 GB' not in answer_prompt
+    model.calls.clear()
+    assert rag.run(session=session, message=FOLLOW_UP, num_previous_messages=0).query == FOLLOW_UP  # no rewrite
+    rag.run(session=session, message='What is the maximum offline cache size?', num_previous_messages=0)
+    assert all('Standalone query' not in call and 'Conversation so far' not in call for call in model.calls)
+
+
+@pytest.fixture
+def pg_schema():
+    psycopg2 = pytest.importorskip('psycopg2')
+    schema = f'rag_test_{uuid.uuid4().hex[:10]}'
+    conn = psycopg2.connect(host='127.0.0.1', port=5432, dbname='test', user='root')
+    conn.autocommit = True
+    conn.cursor().execute(f'CREATE SCHEMA {schema}')
+    yield conn, schema
+    conn.cursor().execute(f'DROP SCHEMA {schema} CASCADE')
+    conn.close()
+
+
+def test_history_from_bbf_monitoring_db_on_postgresql(corpus_store, pg_schema):
+    """BBF 1.5's MonitoringDB stores the dialogue; the next prompt holds the previous RAG answer read back from it."""
+    from besser.bot import db
+
+    from rag_plugin import RAG, ChatModelLLM, default_splitter
+    conn, schema = pg_schema
+    model = RecordingChatModel(responses=['The offline cache keeps your notes on the device [1].',
+                                          'How big can the offline cache get?', 'It can grow to 10 GB [1].'])
+    properties = {db.DB_MONITORING: True, db.DB_MONITORING_DIALECT: 'postgresql', db.DB_MONITORING_HOST: '127.0.0.1',
+                  db.DB_MONITORING_PORT: 5432, db.DB_MONITORING_USERNAME: 'root', db.DB_MONITORING_PASSWORD: '',
+                  db.DB_MONITORING_DATABASE: f'test?options=-csearch_path={schema}'}
+    rags = []
+
+    def rag_factory(bot):
+        llm = ChatModelLLM(bot, 'test-llm', model)
+        rags.append(RAG(bot, corpus_store, default_splitter(), llm.name, num_previous_messages=4))
+        return rags[-1]
+
+    def rag_answers():
+        cursor = conn.cursor()
+        cursor.execute(f"SELECT content FROM {schema}.chat WHERE type = 'rag_answer' ORDER BY id")
+        return [row[0] for row in cursor.fetchall()]
+
+    with running_bot(lambda bot, platform: simple_rag_states(bot, platform, rag_factory), name='pg_bot',
+                     properties=properties) as (bot, port):
+        assert bot._monitoring_db.connected
+        client = BotClient(port)
+        client.wait_for('bot_reply_str', timeout=30)
+        client.ask(FIRST)
+        deadline = time.monotonic() + 20
+        while not rag_answers() and time.monotonic() < deadline:  # BBF inserts from a background thread
+            time.sleep(0.1)
+        stored = rag_answers()
+        assert len(stored) == 1 and '"answer": "The offline cache keeps your notes on the device [1]."' in stored[0]
+        second = client.ask(FOLLOW_UP)['message']
+        client.close()
+    assert not rags[0].history._turns  # nothing kept in memory: the DB is the history
+    answer_prompt = model.calls[-1]
+    assert 'Assistant: The offline cache keeps your notes on the device [1].' in answer_prompt
+    assert 'User: What is the offline cache?' in answer_prompt
+    assert answer_prompt.count(f'User: {FOLLOW_UP}') == 0  # the current question is not history
+    assert second['query'] == 'How big can the offline cache get?'
