@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
@@ -32,6 +32,9 @@ logger = logging.getLogger(__name__)
 
 STORE_UNAVAILABLE_ANSWER = "I can't search the documents right now; please try again later."
 """str: the answer when the vector store fails."""
+
+LAST_RAG_MESSAGE_KEY = 'rag_plugin.last_message'
+"""str: the session key under which :meth:`RAG.run` stores its last :class:`RAGMessage`."""
 
 MAX_UPLOAD_MB = 20.0
 """float: default size limit of files uploaded in the chat (:meth:`RAG.add_file`)."""
@@ -231,6 +234,7 @@ class RAG:
             k: int = None,
             num_previous_messages: int = None,
             filter: Optional[dict] = None,
+            on_partial: Optional[Callable[[str], None]] = None,
     ) -> RAGMessage:
         """Run the RAG engine. LLM and store failures never raise: the answer degrades and the failure is logged.
 
@@ -242,6 +246,9 @@ class RAG:
             k (int): the number of chunks for this run
             num_previous_messages (int): history size for this run (0 disables history)
             filter (dict): restrict retrieval (see :func:`rag_plugin.retrieve.scope_filter`)
+            on_partial (Callable[[str], None]): stream the answer: called with the text generated so far while a
+                streaming-capable LLM writes it (not called for abstentions and the extractive answerer, which
+                arrive whole). The returned message is the final answer, with sources.
 
         Returns:
             RAGMessage: the answer, its fragments and sources, confidence, and whether it abstained or degraded
@@ -280,7 +287,7 @@ class RAG:
             mark = time.perf_counter()
             prompt = self.create_prompt(history, retrieved, question, llm_prompt)
             generation = self.generator.generate(llm, prompt, query, retrieved,
-                                                 getattr(self.vector_store, 'embeddings', None))
+                                                 getattr(self.vector_store, 'embeddings', None), on_partial)
             timings['generate'] = time.perf_counter() - mark
             answer, cited = resolve_citations(generation.answer, retrieved)
             result = RAGMessage(generation.llm_name, question, answer, retrieved,
@@ -288,6 +295,8 @@ class RAG:
                                 degraded=generation.degraded, query=query, cited=cited)
         timings['total'] = time.perf_counter() - started
         self.history.record(session, question, result.to_dict())
+        if session is not None and hasattr(session, 'set'):  # for state-machine events (rag_plugin.channels.events)
+            session.set(LAST_RAG_MESSAGE_KEY, result)
         self._trace(session, result, retrieved, decision, generation, timings)
         return result
 

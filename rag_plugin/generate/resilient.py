@@ -112,7 +112,8 @@ class ResilientGenerator:
         self.degraded_note: str = degraded_note
 
     def generate(self, llm: Any, prompt: str, question: str, docs: list[Document],
-                 embeddings: Optional[Embeddings] = None) -> Generation:
+                 embeddings: Optional[Embeddings] = None,
+                 on_partial: Optional[Callable[[str], None]] = None) -> Generation:
         """Answer with ``llm`` (extractive LLMs get the fragments directly), never raising.
 
         Args:
@@ -121,6 +122,9 @@ class ResilientGenerator:
             question (str): the question (for extractive answering)
             docs (list[Document]): the fragments in the prompt
             embeddings (Embeddings): the store's embedding model (for extractive answering)
+            on_partial (Callable[[str], None]): when given and the LLM can ``stream``, called with the text generated
+                so far as it grows (a retry starts again from the beginning, so consumers replace, not append). The
+                returned :class:`Generation` is the final word: after a failure mid-stream it is the fallback.
         """
         started = time.perf_counter()
         if hasattr(llm, 'answer') and callable(llm.answer):  # extractive: structured input, no prompt parsing
@@ -128,10 +132,23 @@ class ResilientGenerator:
                               seconds=time.perf_counter() - started)
         attempts = 0
 
+        streaming = on_partial is not None and callable(getattr(llm, 'stream', None))
+
+        finished = threading.Event()
+
+        def stream() -> str:
+            mine, text = attempts, ''
+            for piece in llm.stream(prompt):
+                if finished.is_set() or attempts != mine:  # timed out and superseded: stay silent
+                    break
+                text += piece
+                on_partial(text)
+            return text
+
         def attempt() -> str:
             nonlocal attempts
             attempts += 1
-            return call_with_timeout(lambda: llm.predict(prompt), self.timeout)
+            return call_with_timeout(stream if streaming else (lambda: llm.predict(prompt)), self.timeout)
 
         retrying = Retrying(
             stop=stop_after_attempt(self.max_attempts),
@@ -143,10 +160,12 @@ class ResilientGenerator:
         )
         try:
             answer = retrying(attempt)
+            finished.set()
             if not isinstance(answer, str) or not answer.strip():
                 raise ValueError(f'empty or non-text answer: {answer!r:.80}')
             return Generation(answer, llm.name, attempts, seconds=time.perf_counter() - started)
         except Exception as e:  # noqa: BLE001 - any LLM failure degrades, the bot keeps running
+            finished.set()
             logger.error('[RAG] LLM %s failed after %d attempt(s): %s: %s; answering extractively',
                          llm.name, attempts, type(e).__name__, e)
             extracted = self.fallback.answer(question, docs, embeddings)
