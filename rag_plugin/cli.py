@@ -88,6 +88,22 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Evaluate retrieval on a corpus and QA file(s); print the table, optionally save JSON and a plot."""
+    from rag_plugin.evaluation import (DEFAULT_CONFIGS, format_table, plot, results_to_dict, run_evaluation)
+    ks = tuple(int(k) for k in args.k.split(','))
+    configs = tuple(c for c in (args.configs or ','.join(DEFAULT_CONFIGS)).split(',') if c)
+    results = run_evaluation(args.pdfs, args.qa, ks, configs, args.baseline, args.cache, args.threshold,
+                             progress=not args.json_only)
+    print(format_table(results, ks))
+    if args.json:
+        with open(args.json, 'w', encoding='utf-8') as f:
+            json.dump(results_to_dict(results), f, indent=2)
+    if args.plot:
+        plot(results, ks, args.plot, title=os.path.basename(os.path.normpath(args.pdfs)))
+    return 0
+
+
 def cmd_setup_nltk(args: argparse.Namespace) -> int:
     """Write the offline punkt model BBF needs."""
     from rag_plugin.nltk_setup import ensure_punkt, punkt_dir
@@ -143,6 +159,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('-n', '--last', type=int, default=10, help='how many calls (default: %(default)s)')
     p.add_argument('--json', action='store_true')
     p.set_defaults(func=cmd_trace)
+
+    p = sub.add_parser('eval', help='measure retrieval quality, abstention and latency on a QA set',
+                       description='Evaluate retriever configurations side by side: doc/page hit@k, MRR@10, '
+                                   'abstention and a threshold sweep, latency. Ingestion is cached.')
+    p.add_argument('--pdfs', required=True, help='the folder of documents')
+    p.add_argument('--qa', required=True, action='append',
+                   help='a QA .jsonl file (repeatable; items may have "answerable": false)')
+    p.add_argument('--k', default='1,4,10', help='comma-separated k for hit@k (default: %(default)s)')
+    p.add_argument('--configs', help='comma-separated configurations (default: all: dense, hybrid-rrf, ...)')
+    p.add_argument('--baseline', action='store_true', help="also evaluate BBF 1.5's original RAG")
+    p.add_argument('--threshold', type=float, help='guard threshold to report abstention at')
+    p.add_argument('--cache', default='.cache/eval', help='ingested stores are kept here (default: %(default)s)')
+    p.add_argument('--json', help='write the results as JSON to this file')
+    p.add_argument('--json-only', action='store_true', help='no progress output')
+    p.add_argument('--plot', help='save a PNG of hit@k and the abstention trade-off')
+    p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser('setup-nltk', help="write the offline 'punkt' model BBF needs (no download)")
     p.set_defaults(func=cmd_setup_nltk)

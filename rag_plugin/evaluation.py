@@ -201,3 +201,141 @@ def format_table(results: list[ConfigResult], ks: tuple[int, ...]) -> str:
     lines = ['| ' + ' | '.join(str(c).ljust(w) for c, w in zip(row, widths)) + ' |' for row in rows]
     lines.insert(1, '|' + '|'.join('-' * (w + 2) for w in widths) + '|')
     return '\n'.join(lines)
+
+
+# ---- the harness: stores, configurations, baseline, plot ---------------------------------------------------------
+DEFAULT_CONFIGS = ('dense', 'hybrid-rrf', 'hybrid-convex', 'hybrid-rrf-mmr')
+"""tuple[str]: the retriever configurations evaluated by default (see :func:`make_retriever`)."""
+
+
+def make_retriever(name: str, vector_store):
+    """Return the retrieval function of a named configuration over a store.
+
+    ``dense``: cosine similarity only. ``hybrid-rrf``: dense + BM25 by reciprocal rank fusion.
+    ``hybrid-convex``: dense + BM25 by a weighted sum (0.7 dense). ``hybrid-rrf-mmr``: hybrid-rrf with MMR diversity.
+    """
+    from rag_plugin.retrieve import DenseRetriever, Fusion, HybridRetriever
+    if name == 'dense':
+        return DenseRetriever(vector_store).retrieve
+    if name == 'hybrid-rrf':
+        return HybridRetriever(vector_store, Fusion('rrf')).retrieve
+    if name == 'hybrid-convex':
+        return HybridRetriever(vector_store, Fusion('convex', weight=0.7)).retrieve
+    if name == 'hybrid-rrf-mmr':
+        return HybridRetriever(vector_store, Fusion('rrf'), mmr=True).retrieve
+    raise ValueError(f'unknown configuration {name!r}; known: {", ".join(DEFAULT_CONFIGS)}')
+
+
+def _cache_folder(cache_dir: Path, pdfs: Path, kind: str) -> Path:
+    import hashlib
+    key = hashlib.sha256(str(pdfs.resolve()).encode()).hexdigest()[:10]
+    return cache_dir / f'{pdfs.name}-{key}' / kind
+
+
+def ours_store(pdfs: Path, cache_dir: Path, embeddings, progress: bool = True):
+    """Ingest ``pdfs`` with rag_plugin into a cached store (idempotent: later runs add nothing)."""
+    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
+    bot = StandaloneBot()
+    ExtractiveLLM(bot)
+    store = default_vector_store(str(_cache_folder(cache_dir, pdfs, 'rag_plugin')), embeddings)
+    report = RAG(bot, store, default_splitter(), 'extractive').ingest(str(pdfs), progress=progress)
+    return store, report
+
+
+def bbf_store(pdfs: Path, cache_dir: Path, embeddings):
+    """Load ``pdfs`` with BBF 1.5's original ``load_pdfs`` (same embeddings and splitter) into a cached store.
+
+    BBF's loader adds every chunk again on each call, so it only runs when the cached store is empty.
+    """
+    from besser.bot.nlp.rag.rag import RAG as BBFRAG
+
+    from rag_plugin import StandaloneBot, default_splitter, default_vector_store
+    store = default_vector_store(str(_cache_folder(cache_dir, pdfs, 'bbf')), embeddings)
+    rag = BBFRAG(StandaloneBot(), store, default_splitter(), 'none', k=4)
+    if store._collection.count() == 0:
+        rag.load_pdfs(str(pdfs))
+    return rag
+
+
+def bbf_retrieve(rag) -> Retrieve:
+    """BBF 1.5's retrieval (dense, no scores); its PyPDFLoader pages are 0-based, so they are shifted to 1-based."""
+    def retrieve(question: str, k: int) -> list[Document]:
+        docs = rag.run_retrieval(question, k=k)
+        return [Document(page_content=d.page_content,
+                         metadata={**d.metadata, 'source': Path(str(d.metadata.get('source', ''))).name,
+                                   'page': int(d.metadata.get('page', -1)) + 1}) for d in docs]
+    return retrieve
+
+
+def plot(results: list[ConfigResult], ks: tuple[int, ...], path: str, title: str = '') -> None:
+    """Save a PNG: page-level (or document-level) hit@k per configuration, and the abstention trade-off curves."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    use_page = any(r.hit_page for r in results)
+    for r in results:
+        values = [100 * (r.hit_page if use_page else r.hit_doc).get(k, 0.0) for k in ks]
+        left.plot(ks, values, marker='o', label=r.name)
+    left.set_xlabel('k')
+    left.set_ylabel(f'{"page" if use_page else "document"}-level hit@k (%)')
+    left.set_xticks(list(ks))
+    left.grid(alpha=0.3)
+    left.legend(fontsize=8)
+    for r in results:
+        if r.sweep and r.n_unanswerable:
+            right.plot([100 * p[1] for p in r.sweep], [100 * p[2] for p in r.sweep], label=r.name)
+            if r.suggested_threshold is not None:
+                point = next(p for p in r.sweep if p[0] == r.suggested_threshold)
+                right.annotate(f't={r.suggested_threshold:.2f}', (100 * point[1], 100 * point[2]), fontsize=7)
+    right.set_xlabel('false abstention on answerable questions (%)')
+    right.set_ylabel('correct abstention on unanswerable (%)')
+    right.set_xlim(-2, 60)
+    right.grid(alpha=0.3)
+    right.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run_evaluation(pdfs: str, qa_files: list[str], ks: tuple[int, ...] = (1, 4, 10),
+                   configs: tuple[str, ...] = DEFAULT_CONFIGS, baseline: bool = False,
+                   cache_dir: str = '.cache/eval', threshold: Optional[float] = None,
+                   progress: bool = True) -> list[ConfigResult]:
+    """Evaluate retriever configurations (and optionally BBF 1.5's RAG) on one corpus.
+
+    Args:
+        pdfs (str): the folder of documents
+        qa_files (list[str]): QA ``.jsonl`` files (answerable and ``answerable: false`` items)
+        ks (tuple[int]): the k of hit@k
+        configs (tuple[str]): configuration names (see :func:`make_retriever`)
+        baseline (bool): also evaluate BBF 1.5's original RAG on the same data (same embeddings and splitter)
+        cache_dir (str): where ingested stores are kept between runs
+        threshold (float): the guard threshold abstention is reported at (default: the RAG's default)
+        progress (bool): show ingestion progress
+
+    Returns:
+        list[ConfigResult]: one per configuration, the baseline first when asked for
+    """
+    from rag_plugin.defaults import default_embeddings
+    from rag_plugin.guard import DEFAULT_RELEVANCE_THRESHOLD
+    threshold = DEFAULT_RELEVANCE_THRESHOLD if threshold is None else threshold
+    items = [item for path in qa_files for item in load_qa(path)]
+    embeddings = default_embeddings()
+    folder, cache = Path(pdfs), Path(cache_dir)
+    results = []
+    if baseline:
+        results.append(evaluate_retriever('BBF 1.5', bbf_retrieve(bbf_store(folder, cache, embeddings)), items, ks))
+    store, _ = ours_store(folder, cache, embeddings, progress)
+    for name in configs:
+        retrieve = make_retriever(name, store)
+        retrieve('warm-up', 1)
+        results.append(evaluate_retriever(name, retrieve, items, ks, threshold=threshold))
+    return results
+
+
+def results_to_dict(results: list[ConfigResult]) -> list[dict]:
+    """Plain data for ``--json``."""
+    from dataclasses import asdict
+    return [asdict(r) for r in results]

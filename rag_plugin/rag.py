@@ -18,7 +18,7 @@ from rag_plugin.history import ConversationHistory
 from rag_plugin.ingest import IngestReport, Ingestor, ledger_for
 from rag_plugin.ingest.loaders import PDF_EXTENSIONS
 from rag_plugin.message import RAGMessage
-from rag_plugin.retrieve import DenseRetriever
+from rag_plugin.retrieve import default_retriever
 from rag_plugin.rewrite import QueryRewriter
 from rag_plugin.trace import TraceWriter, default_trace_path
 
@@ -34,6 +34,8 @@ STORE_UNAVAILABLE_ANSWER = "I can't search the documents right now; please try a
 """str: the answer when the vector store fails."""
 
 LAST_RAG_MESSAGE_KEY = 'rag_plugin.last_message'
+SCOPE_KEY = 'rag_plugin.scope'
+"""str: the session key of a session's retrieval scope (see :meth:`RAG.set_scope`)."""
 """str: the session key under which :meth:`RAG.run` stores its last :class:`RAGMessage`."""
 
 MAX_UPLOAD_MB = 20.0
@@ -73,7 +75,7 @@ class RAG:
         llm_prompt (str): the default instructions
         k (int): number of chunks to retrieve
         num_previous_messages (int): number of previous messages added to the prompt
-        retriever (DenseRetriever): finds scored chunks
+        retriever (HybridRetriever | DenseRetriever): finds scored chunks (hybrid dense + BM25 on Chroma stores)
         guard (RelevanceGuard): decides whether to answer
         prompt_builder (PromptBuilder): builds the prompt
         generator (ResilientGenerator): calls the LLM robustly
@@ -119,11 +121,13 @@ class RAG:
         self.k: int = k
         self.num_previous_messages: int = num_previous_messages
         self.not_found_answer: str = not_found_answer
-        self.retriever = DenseRetriever(vector_store)
+        self.retriever = default_retriever(vector_store)
         self.guard = RelevanceGuard(relevance_threshold)
         self.prompt_builder = PromptBuilder(self.llm_prompt)
         self.generator = ResilientGenerator(timeout=llm_timeout, max_attempts=llm_max_attempts)
         self.ingestor = Ingestor(vector_store, splitter, ledger_for(vector_store, ledger_path))
+        if hasattr(self.retriever, 'lexical'):
+            self.ingestor.on_change.append(self.retriever.lexical.invalidate)
         self.history = ConversationHistory(max_history_turns)
         self.rewriter = QueryRewriter(rewrite_queries)
         trace_file = trace_file or default_trace_path()
@@ -201,6 +205,17 @@ class RAG:
         from rag_plugin.ingest.uploads import decode_upload
         return decode_upload(self.ingestor, file, max_mb)
 
+    def set_scope(self, session: 'Session', filter: Optional[dict] = None, **scope) -> None:
+        """Restrict this session's retrieval (also through ``session.run_rag()``) to sources, documents or tags.
+
+        Args:
+            session (Session): the session
+            filter (dict): a metadata filter; or keyword arguments of :func:`rag_plugin.retrieve.scope_filter`
+                (``source_id``, ``document_id``, ``tags``). No filter and no keywords clear the scope.
+        """
+        from rag_plugin.retrieve import scope_filter
+        session.set(SCOPE_KEY, filter or scope_filter(**scope))
+
     # ---- the pipeline -----------------------------------------------------------------------------------------------
     def run_retrieval(self, question: str, k: int = None, filter: Optional[dict] = None) -> list[Document]:
         """Return the ``k`` most relevant chunks, most relevant first, each with ``metadata['score']``.
@@ -245,7 +260,8 @@ class RAG:
             llm_name (str): the LLM for this run
             k (int): the number of chunks for this run
             num_previous_messages (int): history size for this run (0 disables history)
-            filter (dict): restrict retrieval (see :func:`rag_plugin.retrieve.scope_filter`)
+            filter (dict): restrict retrieval (see :func:`rag_plugin.retrieve.scope_filter`); default: the session's
+                scope (:meth:`set_scope`)
             on_partial (Callable[[str], None]): stream the answer: called with the text generated so far while a
                 streaming-capable LLM writes it (not called for abstentions and the extractive answerer, which
                 arrive whole). The returned message is the final answer, with sources.
@@ -260,6 +276,8 @@ class RAG:
         k = self.k if k is None else k
         self._check_k(k)
         question = message or session.message
+        if filter is None and session is not None and hasattr(session, 'get'):
+            filter = session.get(SCOPE_KEY)
         n_history = self.num_previous_messages if num_previous_messages is None else num_previous_messages
         timings: dict[str, float] = {}
         started = time.perf_counter()
@@ -277,6 +295,7 @@ class RAG:
             result = RAGMessage(llm_name, question, STORE_UNAVAILABLE_ANSWER, [], abstained=True, degraded=True,
                                 query=query)
             self._trace(session, result, [], None, None, timings, f'retrieval failed: {type(e).__name__}: {e}')
+            self._remember(session, result)
             return result
         decision = self.guard.check(retrieved)
         generation = None
@@ -295,10 +314,14 @@ class RAG:
                                 degraded=generation.degraded, query=query, cited=cited)
         timings['total'] = time.perf_counter() - started
         self.history.record(session, question, result.to_dict())
-        if session is not None and hasattr(session, 'set'):  # for state-machine events (rag_plugin.channels.events)
-            session.set(LAST_RAG_MESSAGE_KEY, result)
+        self._remember(session, result)
         self._trace(session, result, retrieved, decision, generation, timings)
         return result
+
+    @staticmethod
+    def _remember(session: Optional['Session'], result: RAGMessage) -> None:
+        if session is not None and hasattr(session, 'set'):  # for state-machine events (rag_plugin.channels.events)
+            session.set(LAST_RAG_MESSAGE_KEY, result)
 
     # ---- trace ------------------------------------------------------------------------------------------------------
     def _trace(self, session: Optional['Session'], result: RAGMessage, retrieved: list[Document],

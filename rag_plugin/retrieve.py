@@ -1,16 +1,23 @@
-"""Retrieval: the ``k`` chunks most similar to a query, each with a relevance score on one documented scale.
+"""Retrieval: the ``k`` chunks most relevant to a query, each with a relevance score on one documented scale.
 
-Score scale: **cosine similarity between the query and the chunk embeddings**, higher is more relevant (about
-0.1 for unrelated text, 0.5 and above for a close match with all-MiniLM-L6-v2). For Chroma stores it is derived
-from the raw distance of whichever space the collection uses (``cosine``, ``l2`` or ``ip``; embeddings are assumed
-L2-normalised, as :class:`~rag_plugin.defaults.SentenceTransformerEmbeddings` and OpenAI's are). For other stores
-it is the store's own ``relevance_score`` (LangChain's 0..1 scale).
+Score scale (``metadata['score']``): **cosine similarity between the query and the chunk embeddings**, higher is
+more relevant (about 0.1 for unrelated text, 0.5 and above for a close match with all-MiniLM-L6-v2). For Chroma
+stores it is derived from the raw distance of whichever space the collection uses (``cosine``, ``l2`` or ``ip``;
+embeddings are assumed L2-normalised, as :class:`~rag_plugin.defaults.SentenceTransformerEmbeddings` and OpenAI's
+are). For other stores it is the store's own ``relevance_score`` (LangChain's 0..1 scale).
+
+:class:`HybridRetriever` (the default on Chroma stores) ranks by a fusion of dense similarity and BM25 (bm25s), so
+exact identifiers such as error codes and SKUs are found even when embeddings rank them low; ``score`` stays the
+cosine similarity, and ``metadata['rank_score']`` holds the fused score that ordered the results.
 """
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
 
+import numpy as np
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
@@ -41,15 +48,55 @@ def scope_filter(source_id: Optional[str | list[str]] = None, document_id: Optio
     return clauses[0] if len(clauses) == 1 else {'$and': clauses}
 
 
-_DISTANCE_TO_COSINE = {
+def matches(metadata: dict, where: Optional[dict]) -> bool:
+    """Evaluate a Chroma-style ``where`` filter on metadata (``$and``, ``$or``, ``$eq``, ``$ne``, ``$in``, ``$nin``,
+    ``$gt``, ``$gte``, ``$lt``, ``$lte``), for the lexical index, which has no database to ask."""
+    if not where:
+        return True
+    for key, condition in where.items():
+        if key == '$and':
+            if not all(matches(metadata, c) for c in condition):
+                return False
+        elif key == '$or':
+            if not any(matches(metadata, c) for c in condition):
+                return False
+        else:
+            value = metadata.get(key)
+            ops = condition if isinstance(condition, dict) else {'$eq': condition}
+            for op, target in ops.items():
+                ok = {'$eq': lambda: value == target, '$ne': lambda: value != target,
+                      '$in': lambda: value in target, '$nin': lambda: value not in target,
+                      '$gt': lambda: value is not None and value > target,
+                      '$gte': lambda: value is not None and value >= target,
+                      '$lt': lambda: value is not None and value < target,
+                      '$lte': lambda: value is not None and value <= target}.get(op)
+                if ok is None:
+                    raise ValueError(f'unsupported filter operator {op!r}')
+                if not ok():
+                    return False
+    return True
+
+
+_DISTANCE_TO_COSINE: dict[str, Callable[[float], float]] = {
     'cosine': lambda d: 1.0 - d,
     'ip': lambda d: 1.0 - d,
     'l2': lambda d: 1.0 - d / 2.0,  # Chroma's l2 is squared: |a-b|^2 = 2 - 2cos for unit vectors
 }
 
 
+def _chroma_space(vector_store: VectorStore) -> Optional[str]:
+    collection = getattr(vector_store, '_collection', None)
+    if collection is None or type(vector_store).__name__ != 'Chroma':
+        return None
+    return (collection.metadata or {}).get('hnsw:space', 'l2')
+
+
+def _scored(doc: Document, score: float, **extra: Any) -> Document:
+    return Document(page_content=doc.page_content, metadata={**doc.metadata, 'score': round(float(score), 4), **extra})
+
+
 class DenseRetriever:
-    """Similarity search over a LangChain vector store, with scores.
+    """Similarity search over any LangChain vector store, with scores.
 
     Args:
         vector_store (VectorStore): the store to search
@@ -61,33 +108,206 @@ class DenseRetriever:
     def __init__(self, vector_store: VectorStore):
         self.vector_store: VectorStore = vector_store
 
-    def _chroma_space(self) -> Optional[str]:
-        collection = getattr(self.vector_store, '_collection', None)
-        if collection is None or type(self.vector_store).__name__ != 'Chroma':
-            return None
-        return (collection.metadata or {}).get('hnsw:space', 'l2')
-
     def retrieve(self, query: str, k: int, filter: Optional[dict] = None) -> list[Document]:
-        """Return the ``k`` most relevant chunks, most relevant first, each a copy with ``metadata['score']``.
+        """Return the ``k`` most similar chunks, most relevant first, each a copy with ``metadata['score']``.
 
         Args:
             query (str): the search query
             k (int): how many chunks
             filter (dict): a metadata filter (see :func:`scope_filter`)
-
-        Returns:
-            list[Document]: the chunks
         """
         kwargs: dict[str, Any] = {'filter': filter} if filter else {}
-        space = self._chroma_space()
+        space = _chroma_space(self.vector_store)
         if space in _DISTANCE_TO_COSINE:
             to_score = _DISTANCE_TO_COSINE[space]
             pairs = [(doc, to_score(distance))
                      for doc, distance in self.vector_store.similarity_search_with_score(query, k=k, **kwargs)]
         else:
             pairs = self.vector_store.similarity_search_with_relevance_scores(query, k=k, **kwargs)
-        results = []
-        for doc, score in sorted(pairs, key=lambda pair: -pair[1]):
-            metadata = {**doc.metadata, 'score': round(float(score), 4)}
-            results.append(Document(page_content=doc.page_content, metadata=metadata))
-        return results
+        return [_scored(doc, score) for doc, score in sorted(pairs, key=lambda pair: -pair[1])]
+
+
+class LexicalIndex:
+    """A BM25 index (bm25s) over the chunks of a Chroma store, kept in sync with ingestion.
+
+    Chunk texts are tokenised once and cached by chunk id; a change (chunks added or deleted by the RAG's
+    ingestion, or a different chunk count in the store, e.g. after another process ingested) marks the index stale,
+    and the next search rebuilds the BM25 matrix from the cached tokens, which takes milliseconds for thousands of
+    chunks. Only new chunks are tokenised.
+
+    Args:
+        vector_store (VectorStore): a Chroma store
+    """
+
+    def __init__(self, vector_store: VectorStore):
+        self.vector_store: VectorStore = vector_store
+        self._lock = threading.RLock()
+        self._tokens: dict[str, list[str]] = {}
+        self._ids: list[str] = []
+        self._docs: list[Document] = []
+        self._bm25 = None
+        self._stale = True
+        self._loaded_count = -1
+
+    def _collection_count(self) -> int:
+        return self.vector_store._collection.count()
+
+    def invalidate(self) -> None:
+        """Mark the index stale (the next search reloads from the store)."""
+        self._stale = True
+
+    def _reload(self) -> None:
+        from bm25s import BM25
+
+        from rag_plugin.generate.extractive import tokens
+        data = self.vector_store._collection.get(include=['documents', 'metadatas'])
+        ids, texts, metadatas = data['ids'], data['documents'], data['metadatas']
+        cache = {i: self._tokens[i] if i in self._tokens else tokens(t) for i, t in zip(ids, texts)}
+        self._tokens = cache
+        self._ids = list(ids)
+        self._docs = [Document(page_content=t, metadata=m or {}) for t, m in zip(texts, metadatas)]
+        corpus = [cache[i] or ['\u2205'] for i in ids]  # bm25s needs a token per document
+        if corpus:
+            bm25 = BM25()
+            bm25.index(corpus, show_progress=False)
+            self._bm25 = bm25
+        else:
+            self._bm25 = None
+        self._loaded_count = len(ids)
+        self._stale = False
+
+    def search(self, query: str, k: int, filter: Optional[dict] = None) -> list[tuple[Document, float]]:
+        """Return up to ``k`` ``(chunk, bm25 score)`` with a positive score, best first."""
+        from rag_plugin.generate.extractive import tokens
+        with self._lock:
+            if self._stale or self._collection_count() != self._loaded_count:
+                self._reload()
+            if self._bm25 is None:
+                return []
+            vocab = self._bm25.vocab_dict
+            query_tokens = [t for t in tokens(query) if t in vocab]
+            if not query_tokens:
+                return []
+            mask = None
+            if filter:
+                mask = np.array([matches(d.metadata, filter) for d in self._docs], dtype=np.float32)
+                if not mask.any():
+                    return []
+            k = min(k, len(self._ids))
+            docs, scores = self._bm25.retrieve([query_tokens], k=k, show_progress=False, weight_mask=mask)
+            return [(self._docs[i], float(s)) for i, s in zip(docs[0], scores[0]) if s > 0]
+
+
+@dataclass
+class Fusion:
+    """How dense and lexical rankings are combined.
+
+    Attributes:
+        method (str): ``rrf`` (reciprocal rank fusion) or ``convex`` (weighted sum of normalised scores)
+        rrf_k (int): the RRF constant (rank offset)
+        weight (float): for ``convex``, the weight of the dense score (1 - weight for BM25)
+        lexical_weight (float): for ``rrf``, the weight of the BM25 ranking relative to the dense one
+    """
+    method: str = 'rrf'
+    rrf_k: int = 60
+    weight: float = 0.5
+    lexical_weight: float = 1.0
+
+
+class HybridRetriever:
+    """Dense (Chroma) + BM25 retrieval, fused; optional MMR diversity; optional reranker.
+
+    Args:
+        vector_store (VectorStore): a Chroma store (other stores: use :class:`DenseRetriever`)
+        fusion (Fusion): how to combine the two rankings
+        depth (int): candidates taken from each ranking (at least ``k``)
+        mmr (bool): diversify the results with maximal marginal relevance
+        mmr_lambda (float): MMR trade-off (1 = relevance only)
+        reranker (Callable[[str, list[Document]], list[Document]]): re-orders the fused candidates
+
+    Attributes:
+        vector_store (VectorStore): the store
+        lexical (LexicalIndex): the BM25 index
+        fusion (Fusion): the fusion settings
+    """
+
+    def __init__(self, vector_store: VectorStore, fusion: Optional[Fusion] = None, depth: int = 30,
+                 mmr: bool = False, mmr_lambda: float = 0.7,
+                 reranker: Optional[Callable[[str, list[Document]], list[Document]]] = None):
+        self.vector_store: VectorStore = vector_store
+        self.lexical: LexicalIndex = LexicalIndex(vector_store)
+        self.fusion: Fusion = fusion or Fusion()
+        self.depth: int = depth
+        self.mmr: bool = mmr
+        self.mmr_lambda: float = mmr_lambda
+        self.reranker = reranker
+
+    def _dense(self, query_vector: list[float], n: int, filter: Optional[dict]) -> dict[str, tuple]:
+        collection = self.vector_store._collection
+        to_score = _DISTANCE_TO_COSINE[_chroma_space(self.vector_store) or 'l2']
+        result = collection.query(query_embeddings=[query_vector], n_results=n, where=filter or None,
+                                  include=['documents', 'metadatas', 'distances', 'embeddings'])
+        out = {}
+        for i, chunk_id in enumerate(result['ids'][0]):
+            doc = Document(page_content=result['documents'][0][i], metadata=result['metadatas'][0][i] or {})
+            out[chunk_id] = (doc, to_score(result['distances'][0][i]), result['embeddings'][0][i])
+        return out
+
+    def retrieve(self, query: str, k: int, filter: Optional[dict] = None) -> list[Document]:
+        """Return the ``k`` best chunks by fused rank, each with ``score`` (cosine) and ``rank_score`` (fused)."""
+        collection = self.vector_store._collection
+        total = collection.count()
+        if total == 0:
+            return []
+        n = min(max(self.depth, k), total)
+        query_vector = self.vector_store.embeddings.embed_query(query)
+        dense = self._dense(query_vector, n, filter)
+        lexical = self.lexical.search(query, n, filter)
+        fused = self._fuse(dense, lexical)
+        # Chunks only BM25 found: fetch their embeddings so their score is on the same cosine scale.
+        missing = [cid for cid in fused if cid not in dense]
+        if missing:
+            got = collection.get(ids=missing, include=['documents', 'metadatas', 'embeddings'])
+            q = np.asarray(query_vector)
+            for i, cid in enumerate(got['ids']):
+                vector = np.asarray(got['embeddings'][i])
+                cosine = float(q @ vector / (np.linalg.norm(q) * np.linalg.norm(vector) or 1.0))
+                dense[cid] = (Document(page_content=got['documents'][i], metadata=got['metadatas'][i] or {}),
+                              cosine, got['embeddings'][i])
+        ranked = sorted(fused, key=lambda cid: -fused[cid])
+        if self.mmr and len(ranked) > k:
+            from langchain_core.vectorstores.utils import maximal_marginal_relevance
+            pool = ranked[:max(2 * k, k + 4)]
+            order = maximal_marginal_relevance(np.asarray(query_vector), [dense[c][2] for c in pool],
+                                               lambda_mult=self.mmr_lambda, k=k)
+            ranked = [pool[i] for i in order]
+        docs = [_scored(dense[cid][0], dense[cid][1], rank_score=round(fused[cid], 6)) for cid in ranked]
+        if self.reranker is not None:
+            docs = self.reranker(query, docs)
+        return docs[:k]
+
+    def _fuse(self, dense: dict[str, tuple], lexical: list[tuple[Document, float]]) -> dict[str, float]:
+        dense_order = sorted(dense, key=lambda cid: -dense[cid][1])
+        lexical_order = [doc.metadata.get('chunk_id') for doc, _ in lexical if doc.metadata.get('chunk_id')]
+        fused: dict[str, float] = {}
+        if self.fusion.method == 'rrf':
+            for rank, cid in enumerate(dense_order, start=1):
+                fused[cid] = fused.get(cid, 0.0) + 1.0 / (self.fusion.rrf_k + rank)
+            for rank, cid in enumerate(lexical_order, start=1):
+                fused[cid] = fused.get(cid, 0.0) + self.fusion.lexical_weight / (self.fusion.rrf_k + rank)
+            return fused
+        if self.fusion.method != 'convex':
+            raise ValueError(f'unknown fusion method {self.fusion.method!r} (rrf or convex)')
+        top_bm25 = max((s for _, s in lexical), default=0.0) or 1.0
+        bm25 = {doc.metadata.get('chunk_id'): s / top_bm25 for doc, s in lexical}
+        for cid in set(dense) | set(bm25):
+            cosine = dense[cid][1] if cid in dense else 0.0
+            fused[cid] = self.fusion.weight * cosine + (1 - self.fusion.weight) * bm25.get(cid, 0.0)
+        return fused
+
+
+def default_retriever(vector_store: VectorStore, **kwargs: Any):
+    """Hybrid retrieval on Chroma stores (the default), dense similarity on any other store."""
+    if _chroma_space(vector_store) in _DISTANCE_TO_COSINE and getattr(vector_store, 'embeddings', None) is not None:
+        return HybridRetriever(vector_store, **kwargs)
+    return DenseRetriever(vector_store)

@@ -82,12 +82,9 @@ def test_trace_lines_are_json_with_the_retrieved_chunk_ids(make_rag, tmp_path):
     assert 'retrieval: 4 chunk(s)' in format_record(first)
 
 
-def test_a_broken_store_gives_a_clear_answer_not_an_exception(make_rag):
+def test_a_missing_store_gives_a_clear_answer_not_an_exception(make_rag):
     rag = make_rag()
-
-    def broken(*args, **kwargs):
-        raise RuntimeError('store is gone')
-    rag.vector_store.similarity_search_with_score = broken
+    rag.vector_store.delete_collection()  # the collection disappears under a running bot
     result = rag.run(message='What is the API rate limit?')
     assert result.abstained and result.degraded and 'right now' in result.answer
 

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
@@ -140,7 +140,7 @@ class Ingestor:
         self.ledger: Ledger = ledger
         self.batch_size: int = batch_size
         self.max_file_mb: float = max_file_mb
-        self._repaired = False
+        self.on_change: list[Callable[[], None]] = []  # called after chunks are written or deleted
 
     # ---- chunking -------------------------------------------------------------------------------------------------
     def chunk(self, loaded: LoadedFile, source_id: str, document_id: str, tags: Iterable[str] = (),
@@ -194,6 +194,7 @@ class Ingestor:
             batch = ids[start:start + 5000]
             if batch:
                 self.vector_store.delete(ids=batch)
+                self._changed()
 
     def _unshared_prev_ids(self, record: Optional[FileRecord]) -> list[str]:
         """The chunk ids of a row's replaced version, unless another row names that version now (the same text moved
@@ -203,6 +204,10 @@ class Ingestor:
         if self.ledger.shared_by_others(record.prev_document_id, record.root, record.source_id):
             return []
         return record.prev_ids()
+
+    def _changed(self) -> None:
+        for listener in self.on_change:
+            listener()
 
     def repair(self) -> int:
         """Finish what a killed ingestion left: delete the replaced versions it had not deleted yet.
@@ -363,6 +368,7 @@ class Ingestor:
         for start in range(0, len(chunks), self.batch_size):
             batch = chunks[start:start + self.batch_size]
             self.vector_store.add_documents(batch, ids=[c.metadata['chunk_id'] for c in batch])
+            self._changed()
             report.chunks_added += len(batch)
             bar.update(len(batch))
             written = len(batch)
