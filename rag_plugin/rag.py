@@ -34,9 +34,10 @@ STORE_UNAVAILABLE_ANSWER = "I can't search the documents right now; please try a
 """str: the answer when the vector store fails."""
 
 LAST_RAG_MESSAGE_KEY = 'rag_plugin.last_message'
+"""str: the session key under which :meth:`RAG.run` stores its last :class:`RAGMessage`."""
+
 SCOPE_KEY = 'rag_plugin.scope'
 """str: the session key of a session's retrieval scope (see :meth:`RAG.set_scope`)."""
-"""str: the session key under which :meth:`RAG.run` stores its last :class:`RAGMessage`."""
 
 MAX_UPLOAD_MB = 20.0
 """float: default size limit of files uploaded in the chat (:meth:`RAG.add_file`)."""

@@ -1,0 +1,195 @@
+"""BBF events on the outcome of the last RAG run, to move the state machine when the RAG abstains, fails...
+
+Each event has BBF's event signature ``(session, event_params) -> bool`` and reads the last
+:class:`~rag_plugin.message.RAGMessage` that :meth:`rag_plugin.rag.RAG.run` stored in the session (under
+:data:`rag_plugin.rag.LAST_RAG_MESSAGE_KEY`). Use them on the state whose body runs the RAG::
+
+    rag_state.when_event_go_to(rag_abstained, handoff_state, {})   # before the no-intent transition
+    rag_state.when_no_intent_matched_go_to(rag_state)
+
+or let :func:`on_rag_outcomes` wire them in the right order. BBF checks a state's event transitions right after its
+body has run, in the order they were defined, until it meets an intent transition: event transitions defined after
+``when_no_intent_matched_go_to`` are never checked after the body.
+
+The outcomes (one RAG answer has exactly one, checked in this order by :func:`on_rag_outcomes`):
+
+* ``degraded``: the LLM failed and the extractive answerer answered instead, or the vector store failed;
+* ``abstained``: nothing relevant was found, the RAG said so and did not call the LLM;
+* ``low_confidence``: an answer, from fragments that are only weakly relevant;
+* ``answered``: any other answer.
+
+The events are only true right after a state body ran the RAG: they are false while BBF dispatches a new user
+message or file (the stored answer is then the previous turn's), and an answer triggers at most one event transition
+(so the state a transition leads to is not moved on by the same answer).
+"""
+import logging
+from typing import Optional
+
+from besser.bot.core.session import Session
+from besser.bot.core.state import State
+from besser.bot.core.transition import Transition
+from besser.bot.library.event.event_library import intent_matched
+
+from rag_plugin.message import RAGMessage
+from rag_plugin.rag import LAST_RAG_MESSAGE_KEY
+
+logger = logging.getLogger(__name__)
+
+DEGRADED = 'degraded'
+"""str: the LLM (or the vector store) failed."""
+
+ABSTAINED = 'abstained'
+"""str: nothing relevant was found."""
+
+LOW_CONFIDENCE = 'low_confidence'
+"""str: an answer from weakly relevant fragments."""
+
+ANSWERED = 'answered'
+"""str: an answer from relevant fragments."""
+
+_HANDLED_KEY = 'rag_plugin.events.handled'
+
+
+def last_rag_message(session: Session) -> Optional[RAGMessage]:
+    """The last RAG answer of the session, or None before the first RAG run.
+
+    Args:
+        session (Session): the user session
+    """
+    message = session.get(LAST_RAG_MESSAGE_KEY)
+    return message if isinstance(message, RAGMessage) else None
+
+
+def rag_outcome(rag_message: RAGMessage) -> str:
+    """Classify a RAG answer: ``degraded``, ``abstained``, ``low_confidence`` or ``answered`` (the first that applies).
+
+    Args:
+        rag_message (RAGMessage): a RAG answer
+    """
+    if rag_message.degraded:
+        return DEGRADED
+    if rag_message.abstained:
+        return ABSTAINED
+    if rag_message.confidence == 'low':
+        return LOW_CONFIDENCE
+    return ANSWERED
+
+
+def _dispatching_user_input(session: Session) -> bool:
+    """True while BBF looks for the transition of a new user message or file (no body has run the RAG yet)."""
+    flags = getattr(session, 'flags', None) or {}
+    return bool(flags.get('predicted_intent') or flags.get('file'))
+
+
+def _fresh_message(session: Session) -> Optional[RAGMessage]:
+    """The last RAG answer, if a body just produced it and no event transition used it yet."""
+    if _dispatching_user_input(session):
+        return None
+    message = last_rag_message(session)
+    if message is None or session.get(_HANDLED_KEY) is message:
+        return None
+    return message
+
+
+def _fire(session: Session, message: RAGMessage, condition: bool) -> bool:
+    """Return ``condition``; when true, mark the answer as used so it triggers no other transition."""
+    if condition:
+        session.set(_HANDLED_KEY, message)
+    return condition
+
+
+def rag_answered(session: Session, event_params: dict) -> bool:
+    """Event: the RAG answered from the documents (it did not abstain), possibly with low confidence or degraded.
+
+    Args:
+        session (Session): the current user session
+        event_params (dict): the event parameters (unused)
+    """
+    message = _fresh_message(session)
+    return message is not None and _fire(session, message, not message.abstained)
+
+
+def rag_abstained(session: Session, event_params: dict) -> bool:
+    """Event: the RAG found nothing relevant and said so (not when the vector store failed: see
+    :func:`rag_degraded`).
+
+    Args:
+        session (Session): the current user session
+        event_params (dict): the event parameters (unused)
+    """
+    message = _fresh_message(session)
+    return message is not None and _fire(session, message, message.abstained and not message.degraded)
+
+
+def rag_low_confidence(session: Session, event_params: dict) -> bool:
+    """Event: the RAG answered, but from fragments that are only weakly relevant (confidence ``low``).
+
+    Args:
+        session (Session): the current user session
+        event_params (dict): the event parameters (unused)
+    """
+    message = _fresh_message(session)
+    return message is not None and _fire(session, message,
+                                         not message.abstained and message.confidence == 'low')
+
+
+def rag_degraded(session: Session, event_params: dict) -> bool:
+    """Event: the LLM failed and the extractive answerer answered instead, or the vector store failed.
+
+    Args:
+        session (Session): the current user session
+        event_params (dict): the event parameters (unused)
+    """
+    message = _fresh_message(session)
+    return message is not None and _fire(session, message, message.degraded)
+
+
+def _first_intent_transition(state: State) -> int:
+    """The index of the state's first intent transition (where BBF stops checking after the body), or the end."""
+    for i, transition in enumerate(state.transitions):
+        if transition.event is intent_matched:
+            return i
+    return len(state.transitions)
+
+
+def on_rag_outcomes(state: State, abstained: Optional[State] = None, low_confidence: Optional[State] = None,
+                    degraded: Optional[State] = None, answered: Optional[State] = None) -> list[Transition]:
+    """Move from a RAG state to other states depending on the outcome of the RAG run of its body.
+
+    The transitions are checked in this order: ``degraded``, ``abstained``, ``low_confidence``, ``answered``; the
+    outcomes left out (None) keep the state waiting for the next user message, as usual.
+
+    Call it before ``state.when_no_intent_matched_go_to(...)``: BBF only checks the event transitions defined before
+    the first intent transition after a body runs. (If it is called later anyway, its transitions are moved before
+    the state's intent transitions.)
+
+    Example::
+
+        on_rag_outcomes(rag_state, abstained=handoff_state, degraded=apology_state)
+        rag_state.when_no_intent_matched_go_to(rag_state)
+
+    Args:
+        state (State): the state whose body runs the RAG
+        abstained (State): where to go when nothing relevant was found
+        low_confidence (State): where to go after a low-confidence answer
+        degraded (State): where to go when the LLM or the vector store failed
+        answered (State): where to go after any other answer
+
+    Returns:
+        list[Transition]: the transitions added, in the order they are checked
+    """
+    wiring = [(rag_degraded, degraded), (rag_abstained, abstained), (rag_low_confidence, low_confidence),
+              (rag_answered, answered)]
+    position = _first_intent_transition(state)
+    added: list[Transition] = []
+    for event, dest in wiring:
+        if dest is None:
+            continue
+        state.when_event_go_to(event, dest, {})
+        transition = state.transitions.pop()
+        state.transitions.insert(position + len(added), transition)
+        added.append(transition)
+    if added and position < len(state.transitions) - len(added):
+        logger.warning("[RAG] on_rag_outcomes(%s) was called after the state's intent transitions; its transitions "
+                       "were moved before them", state.name)
+    return added

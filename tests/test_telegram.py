@@ -1,0 +1,417 @@
+"""The Telegram channel: RAG answers with numbered sources, escaped and split under Telegram's limit.
+
+The bot tests run BBF's real TelegramPlatform and python-telegram-bot against a fake Telegram Bot API server on
+127.0.0.1 (tests/fake_telegram_server.py): BBF builds its PTB Application with ``ApplicationBuilder()``, which the
+tests replace by one pointed at the fake server (``base_url``); nothing else of BBF or PTB is changed.
+"""
+import contextlib
+import html
+import re
+import runpy
+import shutil
+import threading
+from typing import Callable, Iterator
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+from conftest import ROOT
+from fake_telegram_server import ApiCall, FakeTelegramServer
+
+FAKE_TOKEN = '123456:TEST-token_for-the-fake-server'
+CHAT_ID = 4242
+MARKDOWN_V2_SPECIAL = set('\\_*[]()~`>#+-=|{}.!')
+SPECIAL_SOURCE = 'R&D <draft> *notes*_v2.txt'
+
+
+# ---- helpers ---------------------------------------------------------------------------------------------------------
+@pytest.fixture
+def telegram_server(monkeypatch) -> Iterator[FakeTelegramServer]:
+    """A fake Bot API server, and BBF's TelegramPlatform building its PTB Application against it."""
+    import besser.bot.platforms.telegram.telegram_platform as telegram_platform
+    from telegram.ext import ApplicationBuilder
+    monkeypatch.setenv('NO_PROXY', '127.0.0.1,localhost')
+    with FakeTelegramServer() as server:
+        monkeypatch.setattr(telegram_platform, 'ApplicationBuilder',
+                            lambda: ApplicationBuilder().base_url(server.base_url).base_file_url(server.base_file_url))
+        yield server
+
+
+@contextlib.contextmanager
+def telegram_bot_running(bot, server: FakeTelegramServer, timeout: float = 30) -> Iterator[None]:
+    """Run a BBF bot until the block ends, then stop it and check its Telegram platform thread ended."""
+    bot.run(sleep=False)
+    threads = list(bot._platforms_threads)
+    try:
+        server.wait_for('getUpdates', timeout=timeout)  # PTB is polling
+        yield
+    finally:
+        stopper = threading.Thread(target=bot.stop, daemon=True)
+        stopper.start()
+        stopper.join(20)
+    assert not stopper.is_alive(), 'the bot did not stop within 20 s'
+    assert not any(thread.is_alive() for thread in threads), 'the Telegram platform thread is still running'
+
+
+def new_telegram_bot(setup: Callable, name: str = 'telegram_test_bot'):
+    """A BBF bot on the Telegram platform with the fake token; ``setup(bot, platform)`` adds states."""
+    from besser.bot.core.bot import Bot
+    from besser.bot.platforms import telegram
+    bot = Bot(name)
+    bot.set_property(telegram.TELEGRAM_TOKEN, FAKE_TOKEN)
+    platform = bot.use_telegram_platform()
+    setup(bot, platform)
+    return bot
+
+
+def rag_states(bot, platform, rag_factory: Callable, parse_mode: str = 'HTML'):
+    """Greet, then answer every message with the RAG through reply_rag."""
+    from besser.bot.core.session import Session
+
+    from rag_plugin.channels.telegram import reply_rag
+    rag = rag_factory(bot)
+    initial = bot.new_state('initial', initial=True)
+    answer = bot.new_state('answer')
+
+    def initial_body(session: Session) -> None:
+        session.reply('Hi!')
+    initial.set_body(initial_body)
+    initial.when_no_intent_matched_go_to(answer)
+
+    def answer_body(session: Session) -> None:
+        reply_rag(platform, session, session.run_rag(), parse_mode=parse_mode)
+    answer.set_body(answer_body)
+    answer.when_no_intent_matched_go_to(answer)
+    return rag
+
+
+def last_rag_message(bot, chat_id: int = CHAT_ID):
+    from rag_plugin.rag import LAST_RAG_MESSAGE_KEY
+    return bot._sessions[str(chat_id)].get(LAST_RAG_MESSAGE_KEY)
+
+
+def has_sources(call: ApiCall) -> bool:
+    return 'Sources:' in call.params.get('text', '')
+
+
+def assert_valid_html(text: str) -> None:
+    """Only the footer's <b> tags, and only complete &amp; &lt; &gt; entities."""
+    assert re.search(r'&(?!amp;|lt;|gt;)', text) is None, text
+    assert re.sub(r'</?b>', '', text).count('<') == 0, text
+
+
+def assert_valid_markdown_v2(text: str) -> None:
+    """Every special character escaped, except the bold ``*Sources:*`` header line."""
+    body = text.replace('\n*Sources:*\n', '\n').removeprefix('*Sources:*\n')
+    unescaped = re.sub(r'\\.', '', body, flags=re.S)
+    assert not MARKDOWN_V2_SPECIAL & set(unescaped), text
+
+
+def unescape_html(text: str) -> str:
+    return html.unescape(re.sub(r'</?b>', '', text))
+
+
+def unescape_markdown_v2(text: str) -> str:
+    return re.sub(r'\\(.)', r'\1', text, flags=re.S)
+
+
+def rag_message(answer: str = 'Deleted notes stay in the trash for 30 days [1].', **kwargs):
+    """A RAGMessage with two fragments from one page and one from another file."""
+    from rag_plugin.message import RAGMessage
+    docs = [Document('a', metadata={'source': 'getting_started.pdf', 'page': 4}),
+            Document('b', metadata={'source': 'getting_started.pdf', 'page': 4}),
+            Document('c', metadata={'source': 'sync_and_offline.pdf', 'page': 2})]
+    sources = [{'source': 'getting_started.pdf', 'page': 4, 'cited': True},
+               {'source': 'sync_and_offline.pdf', 'page': 2, 'cited': False}]
+    values = dict(llm_name='test', question='q', answer=answer, docs=docs, sources=sources, cited=[1],
+                  confidence='high')
+    values.update(kwargs)
+    return RAGMessage(**values)
+
+
+def long_answer() -> str:
+    """About 10,000 characters with paragraphs, one paragraph longer than a message, citations and HTML
+    characters."""
+    sentence = 'Sentence {n} says that notes & tags <stay> synced for 30 days [{c}]. '
+    paragraphs = [''.join(sentence.format(n=f'{p}.{s}', c=1 + (s % 3)) for s in range(9)).strip()
+                  for p in range(12)]
+    paragraphs.insert(5, ' '.join(f'Clause {i} of the very long paragraph explains offline sync & backups [2].'
+                                  for i in range(70)))
+    return '\n\n'.join(paragraphs)
+
+
+# ---- format_rag_message (pure) ---------------------------------------------------------------------------------------
+def test_format_html_escapes_answer_and_names_and_numbers_footnotes_like_the_citations():
+    from rag_plugin.channels.telegram import format_rag_message
+    message = rag_message('Notes & tags <b>stay</b> 30 days [1].',
+                          docs=[Document('a', metadata={'source': SPECIAL_SOURCE, 'page': None}),
+                                Document('b', metadata={'source': 'getting_started.pdf', 'page': 4})],
+                          sources=[{'source': SPECIAL_SOURCE, 'page': None, 'cited': True},
+                                   {'source': 'getting_started.pdf', 'page': 4, 'cited': False}])
+    assert format_rag_message(message) == [
+        'Notes &amp; tags &lt;b&gt;stay&lt;/b&gt; 30 days [1].\n\n'
+        '<b>Sources:</b>\n'
+        '[1] R&amp;D &lt;draft&gt; *notes*_v2.txt\n'
+        '[2] getting_started.pdf, p. 4']
+    assert format_rag_message(message, 'HTML', only_cited=True)[0].endswith('[1] R&amp;D &lt;draft&gt; *notes*_v2.txt')
+    # the dict form (rag_message.to_dict(), as stored in the history) renders the same
+    assert format_rag_message(message.to_dict()) == format_rag_message(message)
+
+
+def test_format_markdown_v2_escapes_every_special_character():
+    from rag_plugin.channels.telegram import format_rag_message
+    every = '_*[]()~`>#+-=|{}.!\\'
+    message = rag_message(f'All of {every} and R&D <x> [1].',
+                          docs=[Document('a', metadata={'source': SPECIAL_SOURCE})],
+                          sources=[{'source': SPECIAL_SOURCE, 'page': None, 'cited': True}])
+    [text] = format_rag_message(message, 'MarkdownV2')
+    assert text == ('All of \\_\\*\\[\\]\\(\\)\\~\\`\\>\\#\\+\\-\\=\\|\\{\\}\\.\\!\\\\ and R&D <x\\> \\[1\\]\\.\n\n'
+                    '*Sources:*\n'
+                    '\\[1\\] R&D <draft\\> \\*notes\\*\\_v2\\.txt')
+    assert_valid_markdown_v2(text)
+    assert format_rag_message(message, 'markdownv2') == [text]  # any case
+    plain = format_rag_message(message, None)[0]
+    assert plain.endswith('Sources:\n[1] R&D <draft> *notes*_v2.txt')
+
+
+def test_format_footnotes_use_cited_fragment_numbers_and_pages():
+    from rag_plugin.channels.telegram import format_rag_message, source_lines
+    message = rag_message('From the second fragment [2] and the third [3].', cited=[2, 3],
+                          sources=[{'source': 'getting_started.pdf', 'page': 4, 'cited': True},
+                                   {'source': 'sync_and_offline.pdf', 'page': 2, 'cited': True}])
+    assert source_lines(message) == ['[2] getting_started.pdf, p. 4', '[3] sync_and_offline.pdf, p. 2']
+    # not cited: numbered like all its fragments
+    message = rag_message('No markers.', cited=[], sources=[{'source': 'getting_started.pdf', 'page': 4,
+                                                             'cited': False}])
+    assert source_lines(message) == ['[1][2] getting_started.pdf, p. 4']
+    assert format_rag_message(message, only_cited=True) == ['No markers.']
+
+
+def test_format_abstained_answer_has_no_footer():
+    from rag_plugin.channels.telegram import format_rag_message
+    message = rag_message("I can't find this in the documents.", abstained=True, docs=[], cited=[], confidence='low')
+    assert format_rag_message(message) == ["I can't find this in the documents."]
+
+
+def test_format_rejects_unknown_parse_modes():
+    from rag_plugin.channels.telegram import format_rag_message
+    with pytest.raises(ValueError, match='MarkdownV2'):
+        format_rag_message(rag_message(), 'Markdown')
+    with pytest.raises(ValueError):
+        format_rag_message(rag_message(), 'BBCode')
+
+
+@pytest.mark.parametrize('parse_mode', ['HTML', 'MarkdownV2', None])
+def test_split_long_answer_on_boundaries_under_the_limit(parse_mode):
+    from rag_plugin.channels.telegram import format_rag_message, telegram_length
+    answer = long_answer()
+    parts = format_rag_message(rag_message(answer), parse_mode)
+    assert len(parts) >= 3
+    assert all(0 < telegram_length(part) <= 4096 for part in parts)
+    unescape = {'HTML': unescape_html, 'MarkdownV2': unescape_markdown_v2, None: str}[parse_mode]
+    texts = [unescape(part) for part in parts]
+    for text in texts[:-1]:  # each part ends at a sentence end (with its citation), never mid-word
+        assert re.search(r'\[\d\]\.$', text), text[-60:]
+    assert 'Sources:' in texts[-1] and 'Sources:' not in ''.join(texts[:-1])
+    body, footer = re.split(r'\n\n\*?Sources:\*?\n', ' '.join(texts))
+    assert ' '.join(body.split()) == ' '.join(answer.split())
+    assert footer.startswith('[1] getting_started.pdf, p. 4')
+    for part in parts:
+        if parse_mode == 'HTML':
+            assert_valid_html(part)
+        elif parse_mode == 'MarkdownV2':
+            assert_valid_markdown_v2(part)
+
+
+@pytest.mark.parametrize('parse_mode, char, escaped', [('HTML', '&', '&amp;'), ('MarkdownV2', '.', '\\.')])
+def test_split_never_cuts_an_escape(parse_mode, char, escaped):
+    from rag_plugin.channels.telegram import split_text
+    parts = split_text(char * 101, parse_mode, limit=64)
+    assert all(len(part) <= 64 and part == escaped * (len(part) // len(escaped)) for part in parts)
+    assert sum(len(part) // len(escaped) for part in parts) == 101
+
+
+def test_split_counts_utf16_units_and_prefers_paragraphs():
+    from rag_plugin.channels.telegram import split_text, telegram_length
+    emoji = '\U0001F600'
+    assert telegram_length(emoji) == 2
+    parts = split_text(emoji * 50, None, limit=20)
+    assert all(telegram_length(p) <= 20 for p in parts) and ''.join(parts) == emoji * 50
+    text = 'First paragraph here.\n\nSecond one, a bit longer than the first.'
+    assert split_text(text, 'HTML', limit=50) == ['First paragraph here.', 'Second one, a bit longer than the first.']
+
+
+def test_footer_gets_its_own_message_when_it_does_not_fit():
+    from rag_plugin.channels.telegram import format_rag_message
+    answer = 'word ' * 19 + 'end [1].'  # 103 characters
+    parts = format_rag_message(rag_message(answer), 'HTML', max_length=110)
+    assert parts[0] == answer and parts[1].startswith('<b>Sources:</b>\n[1] getting_started.pdf, p. 4')
+
+
+def test_reply_rag_checks_the_platform(caplog):
+    from besser.bot.core.bot import Bot
+    from besser.bot.exceptions.exceptions import PlatformMismatchError
+
+    from rag_plugin.channels.telegram import reply_rag
+    bot = Bot('platform_check_bot')
+    telegram_platform = bot.use_telegram_platform()
+    websocket_platform = bot.use_websocket_platform(use_ui=False)
+
+    class FakeSession:
+        id = str(CHAT_ID)
+        platform = websocket_platform
+    with pytest.raises(TypeError, match='TelegramPlatform'):
+        reply_rag(websocket_platform, FakeSession(), rag_message())
+    with pytest.raises(PlatformMismatchError):
+        reply_rag(telegram_platform, FakeSession(), rag_message())
+
+    class TelegramSession(FakeSession):
+        platform = telegram_platform
+        saved = []
+
+        def save_message(self, message) -> None:
+            self.saved.append(message)
+    session = TelegramSession()
+    reply_rag(telegram_platform, session, rag_message())  # the bot is not running: logged, not raised
+    assert 'not running' in caplog.text
+    assert session.saved[0].content['answer'] == rag_message().answer
+
+
+def test_importing_channels_starts_nothing():
+    import subprocess
+    import sys
+    code = ('import sys, threading, rag_plugin.channels as c; '
+            'assert threading.active_count() == 1; '
+            'assert not [m for m in sys.modules if m.startswith(("telegram", "besser"))]; '
+            'assert "reply_rag" in dir(c)')
+    subprocess.run([sys.executable, '-c', code], check=True, cwd=ROOT, timeout=60)
+
+
+# ---- bots over the fake Telegram server ------------------------------------------------------------------------------
+def test_telegram_rag_bot_answers_with_fact_and_footnotes(telegram_server, corpus_store_dir, tmp_path, monkeypatch):
+    """bots/telegram_rag_bot.py, as shipped, with its config file given by RAG_TELEGRAM_CONFIG."""
+    from besser.bot.core.message import MessageType
+    from besser.bot.core.session import Session
+    saved = []
+    original_save = Session.save_message
+
+    def save_message(self, message) -> None:
+        saved.append(message)
+        original_save(self, message)
+    monkeypatch.setattr(Session, 'save_message', save_message)
+    store = tmp_path / 'store'
+    shutil.copytree(corpus_store_dir, store)
+    config = tmp_path / 'telegram.ini'
+    config.write_text(f'[telegram_platform]\ntelegram.token = {FAKE_TOKEN}\n')
+    monkeypatch.setenv('RAG_TELEGRAM_CONFIG', str(config))
+    monkeypatch.setenv('RAG_PLUGIN_STORE', str(store))
+    monkeypatch.setenv('RAG_PLUGIN_TRACE', str(tmp_path / 'trace.jsonl'))
+    namespace = runpy.run_path(str(ROOT / 'bots' / 'telegram_rag_bot.py'), run_name='telegram_rag_bot')
+    assert namespace['report'].chunks_added == 0  # the copied store already holds data/pdfs
+    server = telegram_server
+    with telegram_bot_running(namespace['bot'], server):
+        server.push_text(CHAT_ID, '/start')  # BBF ignores it; add_start_command greets
+        [greeting] = server.wait_for('sendMessage', 1)
+        assert 'Nimbus Notes' in greeting.params['text']
+
+        server.push_text(CHAT_ID, 'How long do deleted notes stay in the trash?')
+        calls = server.wait_for('sendMessage', 2, timeout=60)
+        assert len(calls) == 2
+        answer = calls[1]
+        text = answer.params['text']
+        assert answer.token == FAKE_TOKEN
+        assert answer.json_param('chat_id') == CHAT_ID
+        assert answer.params['parse_mode'] == 'HTML'
+        assert '30 days' in text
+        assert '\n\n<b>Sources:</b>\n' in text
+        assert re.search(r'^\[1\] getting_started\.pdf, p\. 4$', text, re.M), text
+        assert_valid_html(text)
+        typing = server.requests('sendChatAction')
+        assert typing and typing[0].params['action'] == 'typing'
+
+        server.push_text(CHAT_ID, '/start')  # again: the session restarts and greets again
+        calls = server.wait_for('sendMessage', 3)
+        assert 'Nimbus Notes' in calls[2].params['text']
+    [rag_answer] = [m for m in saved if m.type == MessageType.RAG_ANSWER]  # saved in the history, BBF's way
+    assert rag_answer.is_user is False and '30 days' in rag_answer.content['answer']
+    assert rag_answer.content['sources'][0]['source'] == 'getting_started.pdf'
+    methods = [call.method for call in server.calls]  # PTB's start-up sequence reached the fake server
+    assert methods.index('getMe') < methods.index('deleteWebhook') < methods.index('getUpdates')
+
+
+def test_telegram_rag_bot_refuses_a_placeholder_token(tmp_path, monkeypatch):
+    config = tmp_path / 'telegram.ini'
+    config.write_text((ROOT / 'bots' / 'telegram_config.ini').read_text())  # the shipped placeholder
+    monkeypatch.setenv('RAG_TELEGRAM_CONFIG', str(config))
+    with pytest.raises(ValueError, match=r'placeholder.*telegram\.token'):
+        runpy.run_path(str(ROOT / 'bots' / 'telegram_rag_bot.py'), run_name='telegram_rag_bot')
+    monkeypatch.setenv('RAG_TELEGRAM_CONFIG', str(tmp_path / 'missing.ini'))
+    with pytest.raises(ValueError, match='does not exist'):
+        runpy.run_path(str(ROOT / 'bots' / 'telegram_rag_bot.py'), run_name='telegram_rag_bot')
+
+
+def test_long_answer_is_split_into_messages_under_4096(telegram_server, make_rag):
+    from rag_plugin.channels.telegram import format_rag_message, telegram_length
+    server = telegram_server
+    model = FakeListChatModel(responses=[long_answer()])
+    bot = new_telegram_bot(lambda bot, platform: rag_states(bot, platform, lambda b: make_rag(model, bot=b)))
+    with telegram_bot_running(bot, server):
+        server.push_text(CHAT_ID, 'How long do deleted notes stay in the trash?')
+        calls = server.wait_for('sendMessage', 1, predicate=has_sources, timeout=60)
+        sent = server.requests('sendMessage')
+        message = last_rag_message(bot)
+    assert sent[0].params['text'] == 'Hi!'
+    parts = [call.params['text'] for call in sent[1:]]
+    assert calls[0] is sent[-1] and len(parts) >= 3
+    assert all(telegram_length(part) <= 4096 for part in parts)
+    assert all(call.params['parse_mode'] == 'HTML' for call in sent[1:])
+    for part in parts:
+        assert_valid_html(part)
+    assert parts == format_rag_message(message, 'HTML')
+    texts = [unescape_html(part) for part in parts]
+    body, footer = ' '.join(texts).split('\n\nSources:\n')
+    assert ' '.join(body.split()) == ' '.join(message.answer.split()) == ' '.join(long_answer().split())
+    lines = footer.split('\n')
+    assert all(re.fullmatch(r'(\[\d\])+ \S+\.pdf, p\. \d+', line) for line in lines), footer
+    assert {1, 2, 3} <= {int(n) for n in re.findall(r'\[(\d)\]', footer)}  # the numbers the answer cites
+
+
+@pytest.mark.parametrize('parse_mode', ['HTML', 'MarkdownV2'])
+def test_source_name_with_special_characters_is_escaped(telegram_server, make_rag, parse_mode):
+    def rag_factory(bot):
+        rag = make_rag(bot=bot)
+        rag.add_text('The R&D team drafts notes about quarterly roadmap planning for the Zephyr project.',
+                     {'source_id': SPECIAL_SOURCE})
+        return rag
+
+    server = telegram_server
+    bot = new_telegram_bot(lambda bot, platform: rag_states(bot, platform, rag_factory, parse_mode))
+    with telegram_bot_running(bot, server):
+        server.push_text(CHAT_ID, 'What does the R&D team draft about the Zephyr project?')
+        [answer] = server.wait_for('sendMessage', 1, predicate=has_sources, timeout=60)
+    text = answer.params['text']
+    assert answer.params['parse_mode'] == parse_mode
+    if parse_mode == 'HTML':
+        assert 'The R&amp;D team drafts notes' in text
+        assert '\n[1] R&amp;D &lt;draft&gt; *notes*_v2.txt' in text
+        assert_valid_html(text)
+    else:
+        assert 'The R&D team drafts notes' in text and 'Zephyr project \\[1\\]\\.' in text
+        assert '\n*Sources:*\n\\[1\\] R&D <draft\\> \\*notes\\*\\_v2\\.txt' in text
+        assert_valid_markdown_v2(text)
+
+
+def test_a_refused_message_is_logged_and_the_bot_goes_on(telegram_server, make_rag, caplog):
+    server = telegram_server
+    bot = new_telegram_bot(lambda bot, platform: rag_states(bot, platform, lambda b: make_rag(bot=b)))
+    with telegram_bot_running(bot, server):
+        server.push_text(CHAT_ID, 'Hello')
+        server.wait_for('sendMessage', 2)  # the greeting, and the answer to 'Hello'
+        server.fail_next('sendMessage', "Bad Request: can't parse entities: unsupported start tag")
+        server.push_text(CHAT_ID, 'How long do deleted notes stay in the trash?')
+        server.wait_for('sendMessage', 3)  # refused
+        server.push_text(CHAT_ID, 'How long do deleted notes stay in the trash?')
+        calls = server.wait_for('sendMessage', 4, timeout=60)
+    assert '30 days' in calls[3].params['text']
+    assert "can't parse entities" in caplog.text.lower()
