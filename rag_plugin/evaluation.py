@@ -70,8 +70,12 @@ class ConfigResult:
         correct_abstention (float | None): share of unanswerable questions the guard abstains on
         latency_p50_ms (float): median retrieval latency
         latency_p95_ms (float): 95th percentile retrieval latency
-        sweep (list[tuple[float, float, float]]): (threshold, false abstention, correct abstention)
+        sweep (list[tuple[float, float, float]]): (similarity threshold, false abstention, correct abstention),
+            with the coverage check at ``min_coverage``
         suggested_threshold (float | None): best threshold from the sweep (see :func:`suggest_threshold`)
+        coverage_sweep (list[tuple[float, float, float]]): (min coverage, false, correct abstention), with the
+            similarity check at ``threshold``
+        suggested_min_coverage (float | None): best minimum coverage from that sweep
     """
     name: str
     hit_doc: dict[int, float] = field(default_factory=dict)
@@ -85,14 +89,16 @@ class ConfigResult:
     latency_p95_ms: float = 0.0
     sweep: list[tuple[float, float, float]] = field(default_factory=list)
     suggested_threshold: Optional[float] = None
+    coverage_sweep: list[tuple[float, float, float]] = field(default_factory=list)
+    suggested_min_coverage: Optional[float] = None
     n_answerable: int = 0
     n_unanswerable: int = 0
 
 
 def threshold_sweep(best_answerable: list[float], best_unanswerable: list[float], step: float = 0.01
                     ) -> list[tuple[float, float, float]]:
-    """Abstention trade-off: for each threshold, the share of answerable and unanswerable questions whose best
-    score falls below it (false and correct abstention). Both rise monotonically with the threshold."""
+    """Abstention trade-off: for each threshold, the share of answerable and unanswerable questions whose signal
+    (best score, or coverage) falls below it (false and correct abstention). Both rise monotonically."""
     points = []
     steps = int(round(1 / step))
     for i in range(steps + 1):
@@ -123,7 +129,9 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def evaluate_retriever(name: str, retrieve: Retrieve, items: list[QAItem], ks: tuple[int, ...] = (1, 4, 10),
-                       threshold: Optional[float] = None, max_false: float = 0.05) -> ConfigResult:
+                       threshold: Optional[float] = None, max_false: float = 0.05,
+                       idf: Optional[Callable[[str], float]] = None, min_coverage: float = 0.0,
+                       guard_k: int = 4) -> ConfigResult:
     """Run every question through ``retrieve`` once (at the largest k, at least 10) and compute the metrics.
 
     Args:
@@ -133,7 +141,11 @@ def evaluate_retriever(name: str, retrieve: Retrieve, items: list[QAItem], ks: t
         ks (tuple[int]): the k of hit@k
         threshold (float): the guard threshold to report abstention at (None: scores are not compared)
         max_false (float): false-abstention budget of the suggested threshold
+        idf (Callable[[str], float]): corpus IDF, to measure the guard's coverage check (None: not measured)
+        min_coverage (float): the coverage threshold abstention is reported at
+        guard_k (int): the guard sees the top ``guard_k`` chunks, as the RAG does with its ``k``
     """
+    from rag_plugin.guard import term_coverage
     depth = max(max(ks), 10)
     result = ConfigResult(name)
     latencies, best_ok, best_no = [], [], []
@@ -142,16 +154,17 @@ def evaluate_retriever(name: str, retrieve: Retrieve, items: list[QAItem], ks: t
         started = time.perf_counter()
         docs = retrieve(item.question, depth)
         latencies.append((time.perf_counter() - started) * 1000)
-        scores = [d.metadata.get('score') for d in docs if d.metadata.get('score') is not None]
+        scores = [d.metadata.get('score') for d in docs[:guard_k] if d.metadata.get('score') is not None]
         best = max(scores) if scores else None
+        coverage = term_coverage(item.question, docs[:guard_k], idf) if idf is not None else 1.0
         if not item.answerable:
             result.n_unanswerable += 1
             if best is not None:
-                best_no.append(best)
+                best_no.append((best, coverage))
             continue
         result.n_answerable += 1
         if best is not None:
-            best_ok.append(best)
+            best_ok.append((best, coverage))
         sources = set(item.sources)
         cited = set(item.citations)
         doc_ranks.append(_rank(docs, lambda m: m.get('source') in sources))
@@ -169,12 +182,24 @@ def evaluate_retriever(name: str, retrieve: Retrieve, items: list[QAItem], ks: t
     result.latency_p50_ms = _percentile(latencies, 50)
     result.latency_p95_ms = _percentile(latencies, 95)
     if best_ok:
-        result.sweep = threshold_sweep(best_ok, best_no)
+        # A question is kept by the coverage check when coverage >= min_coverage; sweeping one signal, the other
+        # check is applied at its configured value (a question it rejects counts as abstained at every point).
+        def score_signal(pairs):
+            return [s if c >= min_coverage else -1.0 for s, c in pairs]
+
+        def coverage_signal(pairs):
+            return [c if (threshold is None or s >= threshold) else -1.0 for s, c in pairs]
+        result.sweep = threshold_sweep(score_signal(best_ok), score_signal(best_no))
         result.suggested_threshold = suggest_threshold(result.sweep, max_false) if best_no else None
+        if idf is not None:
+            result.coverage_sweep = threshold_sweep(coverage_signal(best_ok), coverage_signal(best_no))
+            result.suggested_min_coverage = suggest_threshold(result.coverage_sweep, max_false) if best_no else None
         if threshold is not None:
-            result.false_abstention = sum(s < threshold for s in best_ok) / len(best_ok)
+            def abstains(pair):
+                return pair[0] < threshold or pair[1] < min_coverage
+            result.false_abstention = sum(map(abstains, best_ok)) / len(best_ok)
             if best_no:
-                result.correct_abstention = sum(s < threshold for s in best_no) / len(best_no)
+                result.correct_abstention = sum(map(abstains, best_no)) / len(best_no)
     return result
 
 
@@ -195,6 +220,8 @@ def format_table(results: list[ConfigResult], ks: tuple[int, ...]) -> str:
     rows.append(('correct abstention', *[pct(r.correct_abstention) for r in results]))
     rows.append(('suggested threshold', *['-' if r.suggested_threshold is None else f'{r.suggested_threshold:.2f}'
                                           for r in results]))
+    rows.append(('suggested min coverage', *['-' if r.suggested_min_coverage is None
+                                             else f'{r.suggested_min_coverage:.2f}' for r in results]))
     rows.append(('retrieval p50 ms', *[f'{r.latency_p50_ms:.1f}' for r in results]))
     rows.append(('retrieval p95 ms', *[f'{r.latency_p95_ms:.1f}' for r in results]))
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
@@ -204,7 +231,7 @@ def format_table(results: list[ConfigResult], ks: tuple[int, ...]) -> str:
 
 
 # ---- the harness: stores, configurations, baseline, plot ---------------------------------------------------------
-DEFAULT_CONFIGS = ('dense', 'hybrid-rrf', 'hybrid-convex', 'hybrid-rrf-mmr')
+DEFAULT_CONFIGS = ('dense', 'hybrid-rrf', 'hybrid-convex', 'hybrid-convex-mmr')
 """tuple[str]: the retriever configurations evaluated by default (see :func:`make_retriever`)."""
 
 
@@ -212,7 +239,8 @@ def make_retriever(name: str, vector_store):
     """Return the retrieval function of a named configuration over a store.
 
     ``dense``: cosine similarity only. ``hybrid-rrf``: dense + BM25 by reciprocal rank fusion.
-    ``hybrid-convex``: dense + BM25 by a weighted sum (0.7 dense). ``hybrid-rrf-mmr``: hybrid-rrf with MMR diversity.
+    ``hybrid-convex``: dense + BM25 by a weighted sum (0.7 dense), the RAG's default.
+    ``hybrid-convex-mmr``: hybrid-convex with MMR diversity.
     """
     from rag_plugin.retrieve import DenseRetriever, Fusion, HybridRetriever
     if name == 'dense':
@@ -221,8 +249,8 @@ def make_retriever(name: str, vector_store):
         return HybridRetriever(vector_store, Fusion('rrf')).retrieve
     if name == 'hybrid-convex':
         return HybridRetriever(vector_store, Fusion('convex', weight=0.7)).retrieve
-    if name == 'hybrid-rrf-mmr':
-        return HybridRetriever(vector_store, Fusion('rrf'), mmr=True).retrieve
+    if name == 'hybrid-convex-mmr':
+        return HybridRetriever(vector_store, Fusion('convex', weight=0.7), mmr=True).retrieve
     raise ValueError(f'unknown configuration {name!r}; known: {", ".join(DEFAULT_CONFIGS)}')
 
 
@@ -288,7 +316,10 @@ def plot(results: list[ConfigResult], ks: tuple[int, ...], path: str, title: str
             if r.suggested_threshold is not None:
                 point = next(p for p in r.sweep if p[0] == r.suggested_threshold)
                 right.annotate(f't={r.suggested_threshold:.2f}', (100 * point[1], 100 * point[2]), fontsize=7)
-    right.set_xlabel('false abstention on answerable questions (%)')
+        if r.coverage_sweep and r.n_unanswerable:
+            right.plot([100 * p[1] for p in r.coverage_sweep], [100 * p[2] for p in r.coverage_sweep], linestyle='--',
+                       label=f'{r.name} (coverage sweep)')
+    right.set_xlabel('false abstention on answerable questions (%)\nsolid: similarity threshold, dashed: min coverage')
     right.set_ylabel('correct abstention on unanswerable (%)')
     right.set_xlim(-2, 60)
     right.grid(alpha=0.3)
@@ -319,7 +350,8 @@ def run_evaluation(pdfs: str, qa_files: list[str], ks: tuple[int, ...] = (1, 4, 
         list[ConfigResult]: one per configuration, the baseline first when asked for
     """
     from rag_plugin.defaults import default_embeddings
-    from rag_plugin.guard import DEFAULT_RELEVANCE_THRESHOLD
+    from rag_plugin.guard import DEFAULT_MIN_COVERAGE, DEFAULT_RELEVANCE_THRESHOLD
+    from rag_plugin.retrieve import LexicalIndex
     threshold = DEFAULT_RELEVANCE_THRESHOLD if threshold is None else threshold
     items = [item for path in qa_files for item in load_qa(path)]
     embeddings = default_embeddings()
@@ -328,10 +360,14 @@ def run_evaluation(pdfs: str, qa_files: list[str], ks: tuple[int, ...] = (1, 4, 
     if baseline:
         results.append(evaluate_retriever('BBF 1.5', bbf_retrieve(bbf_store(folder, cache, embeddings)), items, ks))
     store, _ = ours_store(folder, cache, embeddings, progress)
+    idf = LexicalIndex(store).idf
     for name in configs:
         retrieve = make_retriever(name, store)
         retrieve('warm-up', 1)
-        results.append(evaluate_retriever(name, retrieve, items, ks, threshold=threshold))
+        hybrid = name.startswith('hybrid')  # the coverage check needs the lexical index: hybrid only
+        results.append(evaluate_retriever(name, retrieve, items, ks, threshold=threshold,
+                                          idf=idf if hybrid else None,
+                                          min_coverage=DEFAULT_MIN_COVERAGE if hybrid else 0.0))
     return results
 
 

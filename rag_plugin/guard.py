@@ -1,19 +1,81 @@
 """Guard: decide whether the retrieved chunks are relevant enough to answer from, and how confident to be.
 
-If the best chunk scores below the threshold the RAG abstains: it answers an honest "not in the documents" and
-does not call the LLM. Scores are on the scale documented in :mod:`rag_plugin.retrieve`.
+Two checks, both measured (see README, "The guard"):
+
+1. **Similarity**: the best chunk's cosine score (the scale of :mod:`rag_plugin.retrieve`) must reach
+   ``threshold``. This rejects questions far from the documents ("Who won the World Cup?").
+2. **Coverage**: the question's distinctive words must appear in the retrieved chunks. Coverage is the share of
+   the question's content words, weighted by their IDF in the corpus, found in the chunks (exactly, or as a close
+   spelling for words of 6+ letters, so typos pass). This rejects questions close to the domain that the documents
+   do not answer ("Is there an Apple Watch app?": the chunks about apps match by meaning, but nothing mentions a
+   watch). It needs the corpus statistics of the lexical index, so it applies with the hybrid retriever only.
+
+If either check fails the RAG abstains: it answers an honest "not in the documents" and does not call the LLM.
 """
 from __future__ import annotations
 
+import difflib
+import re
 from dataclasses import dataclass
+from typing import Callable, Optional
 
 from langchain_core.documents import Document
 
 DEFAULT_RELEVANCE_THRESHOLD = 0.25
-"""float: default threshold for all-MiniLM-L6-v2 cosine scores, measured on data/pdfs (see README, "The guard")."""
+"""float: default similarity threshold for all-MiniLM-L6-v2 cosine scores (measured; README, "The guard")."""
+
+DEFAULT_MIN_COVERAGE = 0.35
+"""float: default minimum IDF-weighted coverage of the question's words by the retrieved chunks (measured)."""
 
 DEFAULT_NOT_FOUND_ANSWER = "I can't find this in the available documents."
 """str: the default answer when the RAG abstains."""
+
+# Words that carry the shape of a question, not its subject.
+_QUESTION_WORDS = frozenset('much many often long way best good get make use need want kind type difference '
+                            'happen mean work doe does explain describe'.split())
+
+
+def _content_terms(question: str) -> list[str]:
+    """The question's words that name its subject: no stop words (scikit-learn's English list), no question-shape
+    words, and not the word after "how" ("how big", "how soon": answers rarely repeat it)."""
+    import re
+
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    from rag_plugin.generate.extractive import tokens
+    dimension = {t for word in re.findall(r'\bhow\s+([A-Za-z]+)', question, flags=re.I) for t in tokens(word)}
+    words = [w for w in re.findall(r"[A-Za-z0-9][A-Za-z0-9+#.\-_/]*[A-Za-z0-9+#]|[A-Za-z0-9]", question)
+             if w.lower() not in ENGLISH_STOP_WORDS]
+    terms = [t for w in words for t in tokens(w)]
+    return [t for t in dict.fromkeys(terms) if t not in _QUESTION_WORDS and t not in dimension]
+
+
+def _found(term: str, words: set[str]) -> bool:
+    if term in words:
+        return True
+    parts = [p for p in re.split(r'[-_./]+', term) if p]
+    if len(parts) > 1 and all(p in words or (len(p) > 3 and p.rstrip('s') in words) for p in parts):
+        return True  # "prior-authorization" / "Plan_Details.pdf" written apart in the text
+    return len(term) > 5 and bool(difflib.get_close_matches(term, words, n=1, cutoff=0.85))  # typos
+
+
+def term_coverage(question: str, docs: list[Document], idf: Callable[[str], float]) -> float:
+    """IDF-weighted share of the question's content words found in the chunks (1.0 when it has none).
+
+    A word counts as found when it is in the chunks, when all parts of a hyphenated or underscored word are, or, for
+    words of 6+ letters, when a close spelling is (typos).
+    """
+    from rag_plugin.generate.extractive import tokens
+    terms = _content_terms(question)
+    if not terms:
+        return 1.0
+    found: set[str] = set()
+    for doc in docs:
+        found.update(tokens(doc.page_content))
+        found.update(p for t in tokens(doc.page_content) for p in re.split(r'[-_./]+', t) if p)
+    total = sum(idf(t) for t in terms)
+    covered = sum(idf(t) for t in terms if _found(t, found))
+    return covered / total if total else 1.0
 
 
 @dataclass
@@ -24,44 +86,64 @@ class GuardDecision:
         abstain (bool): True when nothing relevant was retrieved
         confidence (str): ``high``, ``medium`` or ``low``
         best_score (float | None): the score of the best chunk (None when nothing was retrieved)
-        threshold (float): the threshold applied
+        threshold (float): the similarity threshold applied
+        coverage (float | None): the question's coverage by the chunks (None when not measured)
+        reason (str): why the guard abstained (empty when it did not)
     """
     abstain: bool
     confidence: str
     best_score: float | None
     threshold: float
+    coverage: float | None = None
+    reason: str = ''
 
 
 class RelevanceGuard:
-    """Thresholds retrieval scores.
+    """Thresholds retrieval scores and question coverage.
 
     Args:
         threshold (float): minimum score of the best chunk to answer at all
+        min_coverage (float): minimum coverage of the question's words (0 disables the check)
         high_margin (float): the best score must exceed ``threshold`` by this much for ``high`` confidence
         medium_margin (float): ... and by this much for ``medium`` (else ``low``)
 
     Attributes:
         threshold (float): minimum score of the best chunk to answer at all
+        min_coverage (float): minimum coverage of the question's words
     """
 
-    def __init__(self, threshold: float = DEFAULT_RELEVANCE_THRESHOLD, high_margin: float = 0.2,
-                 medium_margin: float = 0.08):
+    def __init__(self, threshold: float = DEFAULT_RELEVANCE_THRESHOLD, min_coverage: float = DEFAULT_MIN_COVERAGE,
+                 high_margin: float = 0.2, medium_margin: float = 0.08):
         self.threshold: float = threshold
+        self.min_coverage: float = min_coverage
         self.high_margin: float = high_margin
         self.medium_margin: float = medium_margin
 
-    def check(self, docs: list[Document]) -> GuardDecision:
-        """Judge the retrieved chunks (each with ``metadata['score']``)."""
+    def check(self, docs: list[Document], question: Optional[str] = None,
+              idf: Optional[Callable[[str], float]] = None) -> GuardDecision:
+        """Judge the retrieved chunks (each with ``metadata['score']``).
+
+        Args:
+            docs (list[Document]): the retrieved chunks
+            question (str): the searched query (for the coverage check)
+            idf (Callable[[str], float]): corpus IDF of a word (for the coverage check; None skips it)
+        """
         scores = [doc.metadata.get('score') for doc in docs if doc.metadata.get('score') is not None]
         if not scores:
-            return GuardDecision(True, 'low', None, self.threshold)
+            return GuardDecision(True, 'low', None, self.threshold, reason='nothing retrieved')
         best = max(scores)
+        coverage = term_coverage(question, docs, idf) if question and idf is not None else None
         if best < self.threshold:
-            return GuardDecision(True, 'low', best, self.threshold)
+            return GuardDecision(True, 'low', best, self.threshold, coverage, 'best score below the threshold')
+        if coverage is not None and coverage < self.min_coverage:
+            return GuardDecision(True, 'low', best, self.threshold, coverage,
+                                 "the question's key words are not in the retrieved text")
         if best >= self.threshold + self.high_margin:
             confidence = 'high'
         elif best >= self.threshold + self.medium_margin:
             confidence = 'medium'
         else:
             confidence = 'low'
-        return GuardDecision(False, confidence, best, self.threshold)
+        if coverage is not None and coverage < 0.75 and confidence == 'high':
+            confidence = 'medium'
+        return GuardDecision(False, confidence, best, self.threshold, coverage)

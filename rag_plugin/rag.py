@@ -13,7 +13,8 @@ from langchain_text_splitters import TextSplitter
 from rag_plugin.augment import DEFAULT_LLM_PROMPT, PromptBuilder
 from rag_plugin.citations import list_sources, resolve_citations
 from rag_plugin.generate.resilient import Generation, ResilientGenerator
-from rag_plugin.guard import DEFAULT_NOT_FOUND_ANSWER, DEFAULT_RELEVANCE_THRESHOLD, GuardDecision, RelevanceGuard
+from rag_plugin.guard import (DEFAULT_MIN_COVERAGE, DEFAULT_NOT_FOUND_ANSWER, DEFAULT_RELEVANCE_THRESHOLD, GuardDecision,
+                              RelevanceGuard)
 from rag_plugin.history import ConversationHistory
 from rag_plugin.ingest import IngestReport, Ingestor, ledger_for
 from rag_plugin.ingest.loaders import PDF_EXTENSIONS
@@ -24,6 +25,7 @@ from rag_plugin.trace import TraceWriter, default_trace_path
 
 if TYPE_CHECKING:
     from besser.bot.core.bot import Bot
+    from rag_plugin.context import ContextEngine
     from besser.bot.core.file import File
     from besser.bot.core.session import Session
     from besser.bot.nlp.llm.llm import LLM
@@ -61,6 +63,7 @@ class RAG:
         num_previous_messages (int): number of previous messages of the conversation added to the prompt; from the
             bot's monitoring DB when connected, else from the RAG's own per-session memory
         relevance_threshold (float): minimum score of the best chunk to answer at all (see :mod:`rag_plugin.guard`)
+        min_coverage (float): minimum share of the question's key words found in the retrieved chunks (0 disables)
         not_found_answer (str): the answer when nothing relevant is found
         llm_timeout (float): seconds per LLM attempt
         llm_max_attempts (int): attempts on transient LLM errors (timeouts, 429, 5xx, connection errors)
@@ -100,6 +103,7 @@ class RAG:
             num_previous_messages: int = 0,
             *,
             relevance_threshold: float = DEFAULT_RELEVANCE_THRESHOLD,
+            min_coverage: float = DEFAULT_MIN_COVERAGE,
             not_found_answer: str = DEFAULT_NOT_FOUND_ANSWER,
             llm_timeout: Optional[float] = 30.0,
             llm_max_attempts: int = 3,
@@ -123,7 +127,7 @@ class RAG:
         self.num_previous_messages: int = num_previous_messages
         self.not_found_answer: str = not_found_answer
         self.retriever = default_retriever(vector_store)
-        self.guard = RelevanceGuard(relevance_threshold)
+        self.guard = RelevanceGuard(relevance_threshold, min_coverage)
         self.prompt_builder = PromptBuilder(self.llm_prompt)
         self.generator = ResilientGenerator(timeout=llm_timeout, max_attempts=llm_max_attempts)
         self.ingestor = Ingestor(vector_store, splitter, ledger_for(vector_store, ledger_path))
@@ -134,6 +138,7 @@ class RAG:
         trace_file = trace_file or default_trace_path()
         self.tracer: Optional[TraceWriter] = TraceWriter(trace_file) if trace_file else None
         self._nlp_engine._rag = self
+        self._context = None
 
     # ---- validation -------------------------------------------------------------------------------------------------
     @staticmethod
@@ -298,7 +303,8 @@ class RAG:
             self._trace(session, result, [], None, None, timings, f'retrieval failed: {type(e).__name__}: {e}')
             self._remember(session, result)
             return result
-        decision = self.guard.check(retrieved)
+        lexical = getattr(self.retriever, 'lexical', None)
+        decision = self.guard.check(retrieved, query, lexical.idf if lexical is not None else None)
         generation = None
         if decision.abstain:
             result = RAGMessage(llm_name, question, self.not_found_answer, [], confidence='low', abstained=True,
@@ -323,6 +329,39 @@ class RAG:
     def _remember(session: Optional['Session'], result: RAGMessage) -> None:
         if session is not None and hasattr(session, 'set'):  # for state-machine events (rag_plugin.channels.events)
             session.set(LAST_RAG_MESSAGE_KEY, result)
+
+    # ---- context for agents (rag_plugin.context) ---------------------------------------------------------------------
+    @property
+    def context(self) -> 'ContextEngine':
+        """The context engine behind :meth:`retrieve_context`, :meth:`answer_context` and :meth:`context_plus_summary`
+        (created on first use; tune it through ``rag.context.settings``)."""
+        if self._context is None:
+            from rag_plugin.context import ContextEngine
+            self._context = ContextEngine(self)
+        return self._context
+
+    def retrieve_context(self, question: str = '', intent: str = 'auto', mode: str = 'auto', **options) -> dict:
+        """Return a context package for an agent: ``mode``, ``intent``, ``summary``, ``topics``, ``critical_points``,
+        ``items``, ``follow_up_refs``, ``scope``.
+
+        Args:
+            question (str): the question ('' asks for a bootstrap: an overview of everything in scope)
+            intent (str): ``bootstrap``, ``specific`` or ``auto``
+            mode (str): ``documental``, ``codigo`` or ``auto``
+            **options: ``scope`` (``{"sourceId", "sourceRef", "tags"}``) or ``source_id`` / ``source_ref`` (a
+                ``source_id`` prefix) / ``tags``; ``k``; ``llm_name`` (see :meth:`ContextEngine.retrieve`)
+        """
+        return self.context.retrieve(question, intent, mode, **options)
+
+    def answer_context(self, question: str = '', intent: str = 'auto', mode: str = 'auto', **options) -> dict:
+        """Answer from a context package: ``mode``, ``intent``, ``answer``, ``summary``, ``topics``,
+        ``criticalPoints``, ``citations``, ``scope`` (arguments as :meth:`retrieve_context`)."""
+        return self.context.answer(question, intent, mode, **options)
+
+    def context_plus_summary(self, question: str = '', intent: str = 'auto', mode: str = 'auto', **options) -> dict:
+        """The context package of :meth:`retrieve_context` plus a ``synthesis`` (arguments as
+        :meth:`retrieve_context`)."""
+        return self.context.context_plus_summary(question, intent, mode, **options)
 
     # ---- trace ------------------------------------------------------------------------------------------------------
     def _trace(self, session: Optional['Session'], result: RAGMessage, retrieved: list[Document],

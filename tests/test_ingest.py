@@ -497,8 +497,8 @@ def test_an_ingestion_killed_mid_way_is_repaired_exactly_by_the_next_one(tmp_pat
 
     # 1. A complete ingestion, in another process (this one opens the store only at the end).
     # 2. Then b_changed.md changes (its new version spans batches) and two new files arrive; the next run is killed
-    #    after 2 batches of 8 chunks: a_new.txt is committed, b_changed.md is half written over its old version,
-    #    z_new.txt is not started.
+    #    after 2 batches of 8 chunks (written longest first, across files): b_changed.md (more than 16 chunks) is
+    #    half written over its old version; the new files may or may not be complete.
     process = IngestionProcess(store_dir, docs, tmp_path / 'work', stop_after=2)
     try:
         process.wait_for('first-done')
@@ -515,9 +515,9 @@ def test_an_ingestion_killed_mid_way_is_repaired_exactly_by_the_next_one(tmp_pat
     ledger = Ledger(str(store_dir / 'rag_plugin_ledger_rag_plugin.sqlite3'))
     rows = {r.source_id: r for r in ledger.all()}
     ledger.close()
-    assert rows['a_new.txt'].status == 'ok'
+    assert rows['a_new.txt'].status in ('ok', 'pending')
     assert rows['b_changed.md'].status == 'pending' and rows['b_changed.md'].prev_document_id
-    assert rows['z_new.txt'].status == 'pending'
+    assert rows['z_new.txt'].status in ('ok', 'pending')
     old_changed = set(chunk_ids(rows['b_changed.md'].prev_document_id, rows['b_changed.md'].prev_n_chunks))
 
     # 3. Meanwhile a file that the killed run had fully ingested changes again.

@@ -1,0 +1,114 @@
+"""Retrieval quality: the harness's metrics, hybrid search on identifiers, filters, the calibrated guard."""
+import json
+
+import pytest
+from conftest import ROOT
+from langchain_core.documents import Document
+
+from rag_plugin.evaluation import (QAItem, evaluate_retriever, format_table, load_qa, suggest_threshold,
+                                   threshold_sweep)
+
+
+def _doc(source, page, score=None):
+    metadata = {'source': source, 'page': page}
+    if score is not None:
+        metadata['score'] = score
+    return Document(page_content='x', metadata=metadata)
+
+
+def test_harness_computes_hit_at_k_and_mrr_on_a_hand_made_set():
+    items = [QAItem('a', 'qa', ['A.pdf'], [('A.pdf', 3)]),      # page hit at rank 2, doc hit at rank 1
+             QAItem('b', 'qb', ['B.pdf'], [('B.pdf', 7)]),      # doc hit at rank 3, page only +-1 at rank 3
+             QAItem('c', 'qc', ['C.pdf'], [('C.pdf', 1)]),      # never found
+             QAItem('u', 'qu', [], [], answerable=False)]
+    ranked = {'qa': [_doc('A.pdf', 9, .9), _doc('A.pdf', 3, .8)],
+              'qb': [_doc('X.pdf', 1, .7), _doc('Y.pdf', 1, .6), _doc('B.pdf', 8, .5)],
+              'qc': [_doc('X.pdf', 1, .4)],
+              'qu': [_doc('X.pdf', 2, .3)]}
+    result = evaluate_retriever('t', lambda q, k: ranked[q][:k], items, ks=(1, 2, 3), threshold=0.45)
+    assert result.hit_doc == {1: 1 / 3, 2: 1 / 3, 3: 2 / 3}
+    assert result.hit_page == {1: 0.0, 2: 1 / 3, 3: 1 / 3}
+    assert result.hit_page_near == {1: 0.0, 2: 1 / 3, 3: 2 / 3}
+    assert result.mrr_doc == pytest.approx((1 + 1 / 3) / 3)
+    assert result.mrr_page == pytest.approx((1 / 2) / 3)
+    assert (result.n_answerable, result.n_unanswerable) == (3, 1)
+    assert result.false_abstention == pytest.approx(1 / 3)  # qc's best score 0.4 < 0.45
+    assert result.correct_abstention == 1.0
+    assert 'page hit@2' in format_table([result], (1, 2, 3))
+
+
+def test_threshold_sweep_is_monotone_and_suggests_within_budget():
+    answerable = [0.3, 0.45, 0.5, 0.62, 0.7]
+    unanswerable = [0.1, 0.2, 0.28, 0.55]
+    sweep = threshold_sweep(answerable, unanswerable)
+    falses, corrects = [p[1] for p in sweep], [p[2] for p in sweep]
+    assert falses == sorted(falses) and corrects == sorted(corrects)
+    assert sweep[0][1:] == (0.0, 0.0) and sweep[-1][1:] == (1.0, 1.0)
+    t = suggest_threshold(sweep, max_false=0.0)
+    assert 0.28 < t <= 0.3  # abstains on three unanswerable, no answerable lost
+
+
+def test_qa_files_load_in_the_shared_format():
+    items = load_qa(ROOT / 'data' / 'eval' / 'nimbus_qa.jsonl')
+    assert sum(i.answerable for i in items) == 39 and sum(not i.answerable for i in items) == 22
+    first = json.loads((ROOT / 'data' / 'eval' / 'nimbus_qa.jsonl').read_text().splitlines()[0])
+    assert {'question', 'sources', 'pages', 'citations'} <= set(first)
+
+
+def _rank(docs, needle):
+    return next((i for i, d in enumerate(docs, start=1) if needle in d.page_content), None)
+
+
+@pytest.mark.parametrize('query, needle', [('NN-5031', 'NN-5031'), ('What does NN-7720 mean?', 'NN-7720')])
+def test_hybrid_finds_exact_identifiers_that_dense_ranks_low(make_rag, query, needle):
+    from rag_plugin.retrieve import DenseRetriever
+    rag = make_rag()
+    hybrid = rag.run_retrieval(query, k=4)
+    dense = DenseRetriever(rag.vector_store).retrieve(query, 4)
+    assert _rank(hybrid, needle) == 1
+    assert _rank(dense, needle) in (None, 2, 3, 4)  # dense alone misses it or ranks it below another chunk
+    assert 0 < hybrid[0].metadata['score'] <= 1 and 'rank_score' in hybrid[0].metadata  # cosine scale kept
+
+
+def test_filters_restrict_results_and_sessions_can_be_scoped(make_rag):
+    from besser.bot.core.bot import Bot
+    from besser.bot.core.session import Session
+
+    from rag_plugin import scope_filter
+    bot = Bot('scope_test')
+    rag = make_rag(bot=bot)
+    rag.add_text('The office plant is watered every Tuesday by the facilities team.',
+                 {'source_id': 'facilities.txt', 'tags': ['facilities']})
+    only = rag.run_retrieval('When is the plant watered?', k=4, filter=scope_filter(source_id='troubleshooting.pdf'))
+    assert only and {d.metadata['source_id'] for d in only} == {'troubleshooting.pdf'}
+    tagged = rag.run_retrieval('What is the API rate limit?', k=4, filter=scope_filter(tags=['facilities']))
+    assert [d.metadata['source_id'] for d in tagged] == ['facilities.txt']
+    session = Session('s1', bot, None)
+    rag.set_scope(session, source_id=['getting_started.pdf', 'sync_and_offline.pdf'])
+    session.message = 'What is the maximum size of an attachment?'
+    result = session.run_rag()
+    assert {d.metadata['source_id'] for d in result.docs} <= {'getting_started.pdf', 'sync_and_offline.pdf'}
+    rag.set_scope(session)  # cleared
+    assert rag.run(session=session, message='When is the office plant watered?').docs[0].metadata['source_id'] \
+        == 'facilities.txt'
+
+
+def test_lexical_index_follows_ingestion(make_rag):
+    rag = make_rag()
+    assert _rank(rag.run_retrieval('ZQX-991 flux capacitor', k=4), 'ZQX-991') is None
+    rag.add_text('Error ZQX-991 means the flux capacitor is misaligned.', {'source_id': 'flux.txt'})
+    assert _rank(rag.run_retrieval('ZQX-991 flux capacitor', k=4), 'ZQX-991') == 1
+    rag.add_text('Nothing to see here any more.', {'source_id': 'flux.txt'})  # replaced
+    assert _rank(rag.run_retrieval('ZQX-991 flux capacitor', k=4), 'ZQX-991') is None
+
+
+@pytest.mark.parametrize('question, abstains', [
+    ('Is there an Apple Watch app for Nimbus Notes?', True),       # close to the domain, not in the documents
+    ('Does Nimbus Notes have a Kanban board view?', True),
+    ('Who won the 2018 FIFA World Cup?', True),
+    ('Is there a Linux desktop app?', False),                      # the guide says there is none
+    ('How big can the offline cache get?', False),                 # "big" is not in the text ("10 GB")
+])
+def test_guard_abstains_on_unanswerable_questions_near_the_domain(make_rag, question, abstains):
+    result = make_rag().run(message=question)
+    assert result.abstained is abstains
