@@ -29,6 +29,10 @@ _EXPORTS = {
     'IngestReport': 'rag_plugin.ingest.pipeline',
     'StandaloneBot': 'rag_plugin.standalone',
     'scope_filter': 'rag_plugin.retrieve',
+    'ContextEngine': 'rag_plugin.context',
+    'ContextSettings': 'rag_plugin.context',
+    'Scope': 'rag_plugin.context',
+    'create_app': 'rag_plugin.server',
     'DEFAULT_RELEVANCE_THRESHOLD': 'rag_plugin.guard',
     'DEFAULT_NOT_FOUND_ANSWER': 'rag_plugin.guard',
 }

@@ -1,4 +1,5 @@
-"""Command line: ``python -m rag_plugin ingest|ask|stats|trace|setup-nltk`` on the default store and models."""
+"""Command line: ``python -m rag_plugin ingest|ask|retrieve|answer|serve|stats|trace|setup-nltk`` on the default
+store and models."""
 from __future__ import annotations
 
 import argparse
@@ -54,6 +55,94 @@ def cmd_ask(args: argparse.Namespace) -> int:
             print(f'  [{n}] {s["source"]}{page} (score {s["score"]:.2f})')
     print(f'\n({result.llm_name}, confidence: {result.confidence}'
           + (', abstained' if result.abstained else '') + (', degraded' if result.degraded else '') + ')')
+    return 0
+
+
+def _context_options(args: argparse.Namespace) -> dict:
+    tags = [t for t in (args.tags or '').split(',') if t.strip()]
+    return {'intent': args.intent, 'mode': args.mode, 'source_id': args.source_id, 'source_ref': args.source_ref,
+            'tags': tags or None, 'k': args.k}
+
+
+def _print_context(package: dict) -> None:
+    print(f"[{package['intent']}, {package['mode']}] {package['summary']}")
+    if package.get('synthesis'):
+        print(f"\n{package['synthesis']}")
+    if package['topics']:
+        print('\nTopics: ' + '; '.join(package['topics']))
+    if package['critical_points']:
+        print('\nCritical points:')
+        for point in package['critical_points']:
+            print(f'  - {point}')
+    print(f"\nItems ({len(package['items'])}):")
+    for n, item in enumerate(package['items'], start=1):
+        where = [item['source_id']]
+        if item.get('page') is not None:
+            where.append(f"page {item['page']}")
+        if item.get('line_start') is not None:
+            where.append(f"lines {item['line_start']}-{item['line_end']}")
+        if item.get('section'):
+            where.append(f"\"{item['section']}\"")
+        print(f"  [{n}] {', '.join(where)} (score {item['score']:.2f})")
+    questions = package['follow_up_refs']['suggested_questions']
+    if questions:
+        print('\nFollow-up questions:')
+        for question in questions:
+            print(f'  - {question}')
+
+
+def cmd_retrieve(args: argparse.Namespace) -> int:
+    """Print a context package (or, with --synthesis, a context package and its synthesis)."""
+    rag = _build_rag(args)
+    method = rag.context_plus_summary if args.synthesis else rag.retrieve_context
+    try:
+        package = method(args.question, **_context_options(args))
+    except ValueError as e:
+        print(f'error: {e}', file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(package, indent=2, ensure_ascii=False))
+    else:
+        _print_context(package)
+    return 0
+
+
+def cmd_answer(args: argparse.Namespace) -> int:
+    """Print an answer built on a context package, with its citations."""
+    rag = _build_rag(args)
+    try:
+        result = rag.answer_context(args.question, **_context_options(args))
+    except ValueError as e:
+        print(f'error: {e}', file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+        return 0
+    print(result['answer'])
+    if result['citations']:
+        print('\nCitations:')
+        for c in result['citations']:
+            where = [c['source_id']]
+            if c.get('page') is not None:
+                where.append(f"page {c['page']}")
+            if c.get('lineStart') is not None:
+                where.append(f"lines {c['lineStart']}-{c['lineEnd']}")
+            if c.get('sectionTitle'):
+                where.append(f"\"{c['sectionTitle']}\"")
+            print(f"  [{c['n']}] {', '.join(where)}")
+    if result['criticalPoints']:
+        print('\nCritical points:')
+        for point in result['criticalPoints']:
+            print(f'  - {point}')
+    print(f"\n({result['intent']}, {result['mode']})")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve the HTTP API for agents (POST /retrieve, POST /answer, GET /health, /docs)."""
+    from rag_plugin.server import API_KEY_ENV, serve
+    rag = _build_rag(args)
+    serve(rag, args.host, args.port, args.api_key or os.environ.get(API_KEY_ENV) or None, args.max_body_bytes)
     return 0
 
 
@@ -148,6 +237,45 @@ def build_parser() -> argparse.ArgumentParser:
                    help='print {"answer", "sources": [{"source", "page", "score", "chunk_id"}], "llm_name", '
                         '"confidence", "abstained", "degraded"}')
     p.set_defaults(func=cmd_ask)
+
+    def with_context(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument('question', nargs='?', default='', help="the question ('' or omitted: a bootstrap)")
+        p.add_argument('--intent', choices=('bootstrap', 'specific', 'auto'), default='auto',
+                       help='bootstrap: an overview of everything in scope; specific: one question (default: auto)')
+        p.add_argument('--mode', choices=('documental', 'codigo', 'auto'), default='auto',
+                       help='codigo cites files, symbols and line ranges (default: auto)')
+        p.add_argument('--source-id', help='only this source (a file path as ingested)')
+        p.add_argument('--source-ref', help='only sources whose id starts with this prefix (a workspace or project '
+                                            'folder, e.g. projects/alpha/)')
+        p.add_argument('--tags', help='comma-separated tags every chunk must carry')
+        p.add_argument('--k', type=int, help='items (default: 4 specific, 12 bootstrap)')
+        p.add_argument('--model', help='OpenAI model name (when OpenAI is configured)')
+        p.add_argument('--json', action='store_true', help='print the JSON contract')
+        return p
+
+    p = with_context(with_store(sub.add_parser(
+        'retrieve', help='a context package for an agent: summary, topics, critical points, items, follow-ups',
+        description='Print a context package (JSON fields: mode, intent, summary, topics, critical_points, items, '
+                    'follow_up_refs, scope).')))
+    p.add_argument('--synthesis', action='store_true', help='add a synthesis (context package + summary)')
+    p.set_defaults(func=cmd_retrieve)
+
+    p = with_context(with_store(sub.add_parser(
+        'answer', help='a cited answer built on a context package',
+        description='Print an answer (JSON fields: mode, intent, answer, summary, topics, criticalPoints, citations, '
+                    'scope). Uses OpenAI when OPENAI_API_KEY or OPENAI_BASE_URL is set, else the extractive '
+                    'answerer.')))
+    p.set_defaults(func=cmd_answer)
+
+    p = with_store(sub.add_parser(
+        'serve', help='HTTP API for agents: POST /retrieve, POST /answer, GET /health, docs at /docs',
+        description='Serve the context API with uvicorn. Bound to 127.0.0.1 unless --host says otherwise.'))
+    p.add_argument('--host', default='127.0.0.1', help='address to bind (default: %(default)s)')
+    p.add_argument('--port', type=int, default=8000, help='port (default: %(default)s)')
+    p.add_argument('--api-key', help='require this X-API-Key header (default: env RAG_PLUGIN_API_KEY; none: no key)')
+    p.add_argument('--max-body-bytes', type=int, default=64_000, help='larger requests get 413 (default: %(default)s)')
+    p.add_argument('--model', help='OpenAI model name (when OpenAI is configured)')
+    p.set_defaults(func=cmd_serve)
 
     p = with_store(sub.add_parser('stats', help='what the store holds, per document'))
     p.add_argument('--json', action='store_true')

@@ -13,11 +13,13 @@ from typing import Callable, Optional
 
 from langchain_core.documents import Document
 
+from rag_plugin.ingest.code import CODE_EXTENSIONS, load_code
+
 PDF_EXTENSIONS = {'.pdf'}
 TEXT_EXTENSIONS = {'.txt', '.text'}
 MARKDOWN_EXTENSIONS = {'.md', '.markdown'}
 DOCX_EXTENSIONS = {'.docx'}
-SUPPORTED_EXTENSIONS = PDF_EXTENSIONS | TEXT_EXTENSIONS | MARKDOWN_EXTENSIONS | DOCX_EXTENSIONS
+SUPPORTED_EXTENSIONS = PDF_EXTENSIONS | TEXT_EXTENSIONS | MARKDOWN_EXTENSIONS | DOCX_EXTENSIONS | CODE_EXTENSIONS
 
 # Real filings exceed pypdf's anti-DoS array limit (100,000 elements) in newer pypdf releases; we raise it to
 # 10 million on purpose (see README, "Ingestion"), still a bound against hostile files.
@@ -129,12 +131,62 @@ def load_text(path: Path, data: bytes) -> LoadedFile:
     return LoadedFile(title=path.stem, pages=[Document(page_content=text, metadata={'headings': []})])
 
 
+_FRONT_MATTER = re.compile(r'\A---[ \t]*\n(.*?)\n---[ \t]*(?:\n|\Z)', re.S)
+
+
+def front_matter(text: str) -> tuple[dict, str, int]:
+    """Split YAML-ish front matter (``---`` lines around ``key: value``, ``[a, b]`` or ``- item`` lists) off a text.
+
+    Returns:
+        tuple[dict, str, int]: the values (``true``/``false`` as bools, lists as lists of str), the text after the
+        front matter, and how many lines the front matter took
+    """
+    match = _FRONT_MATTER.match(text)
+    if not match:
+        return {}, text, 0
+    values: dict = {}
+    key = None
+    for line in match.group(1).splitlines():
+        item = re.match(r'^\s+-\s*(.+)$|^-\s+(.+)$', line)
+        if item and key:
+            values[key] = (values[key] if isinstance(values.get(key), list) else []) + [
+                (item.group(1) or item.group(2)).strip().strip('\'"')]
+            continue
+        pair = re.match(r'^([A-Za-z_][\w-]*)\s*:\s*(.*)$', line)
+        if not pair:
+            continue
+        key, raw = pair.group(1).lower(), pair.group(2).strip()
+        if raw.startswith('[') and raw.endswith(']'):
+            values[key] = [v.strip().strip('\'"') for v in raw[1:-1].split(',') if v.strip()]
+        else:
+            raw = raw.strip('\'"')
+            values[key] = {'true': True, 'yes': True, 'false': False, 'no': False}.get(raw.lower(), raw)
+    return values, text[match.end():], match.group(0).count('\n')
+
+
+def _front_matter_metadata(values: dict) -> dict:
+    """Chunk metadata from front matter: ``critical=True`` and ``tags`` (+ ``tag:<t>`` booleans)."""
+    metadata: dict = {}
+    if values.get('critical') is True:
+        metadata['critical'] = True
+    tags = values.get('tags') or []
+    tags = [t for t in (re.sub(r'[^A-Za-z0-9_.-]+', '_', str(t).strip()).strip('_')
+                        for t in (tags if isinstance(tags, list) else str(tags).split(','))) if t]
+    if tags:
+        metadata['tags'] = ','.join(tags)
+        metadata.update({f'tag:{t}': True for t in tags})
+    return metadata
+
+
 def load_markdown(path: Path, data: bytes) -> LoadedFile:
-    """Read a Markdown file; ``#`` headings become sections and the first one the title."""
-    text = _decode_text(data)
+    """Read a Markdown file; ``#`` headings become sections and the first one the title. Front matter
+    (``critical: true``, ``tags: [a, b]``, ``title: ...``) goes into the metadata of every chunk; chunks get their
+    1-based ``line_start``/``line_end``."""
+    values, text, skipped = front_matter(_decode_text(data))
     headings = _markdown_headings(text)
-    title = headings[0][1] if headings else path.stem
-    return LoadedFile(title=title, pages=[Document(page_content=text, metadata={'headings': headings})])
+    title = str(values.get('title') or '') or (headings[0][1] if headings else path.stem)
+    metadata = {'headings': headings, 'line_start': skipped + 1, **_front_matter_metadata(values)}
+    return LoadedFile(title=title, pages=[Document(page_content=text, metadata=metadata)])
 
 
 def load_docx(path: Path, data: bytes) -> LoadedFile:
@@ -171,6 +223,7 @@ LOADERS: dict[str, Callable[[Path, bytes], LoadedFile]] = {
     **{ext: load_text for ext in TEXT_EXTENSIONS},
     **{ext: load_markdown for ext in MARKDOWN_EXTENSIONS},
     **{ext: load_docx for ext in DOCX_EXTENSIONS},
+    **{ext: load_code for ext in CODE_EXTENSIONS},
 }
 
 

@@ -1,0 +1,156 @@
+"""HTTP API for agents: ``POST /retrieve`` and ``POST /answer`` return the JSON of
+:meth:`rag_plugin.RAG.retrieve_context` and :meth:`rag_plugin.RAG.answer_context`; ``GET /health``; OpenAPI docs at
+``/docs``.
+
+Optional API key (header ``X-API-Key``; 401 when it is missing or wrong), a request-size limit (413, checked on
+``Content-Length`` and on the body actually received), and 127.0.0.1 as the default address::
+
+    python -m rag_plugin serve --port 8000 --api-key "$KEY"      # or env RAG_PLUGIN_API_KEY
+"""
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from typing import TYPE_CHECKING, Any, Literal, Optional, Union
+
+from fastapi import Depends, FastAPI, HTTPException
+from fastapi.security import APIKeyHeader
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from rag_plugin.rag import RAG
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_HOST = '127.0.0.1'
+DEFAULT_PORT = 8000
+DEFAULT_MAX_BODY_BYTES = 64_000
+API_KEY_ENV = 'RAG_PLUGIN_API_KEY'
+"""str: the environment variable ``serve`` reads the API key from."""
+
+
+class ScopeBody(BaseModel):
+    """What a request may see: one or more sources, a ``source_id`` prefix (a workspace or project folder), tags."""
+    model_config = ConfigDict(extra='forbid')
+    sourceId: Optional[Union[str, list[str]]] = Field(None, description='exact source id(s)')
+    sourceRef: Optional[str] = Field(None, description='a source_id prefix: a workspace or project folder')
+    tags: Optional[list[str]] = Field(None, description='every chunk must carry all these tags')
+
+
+class ContextBody(BaseModel):
+    """A context request."""
+    model_config = ConfigDict(extra='forbid')
+    question: str = Field('', max_length=4000, description="the question; '' asks for a bootstrap")
+    intent: Literal['auto', 'bootstrap', 'specific'] = 'auto'
+    mode: Literal['auto', 'documental', 'codigo'] = 'auto'
+    scope: Optional[ScopeBody] = None
+    k: Optional[int] = Field(None, ge=1, le=100, description='items (default: 4 specific, 12 bootstrap)')
+
+
+class BodyLimit:
+    """ASGI middleware: 413 for request bodies over ``max_bytes``, by ``Content-Length`` and by the bytes received.
+
+    Args:
+        app: the ASGI application
+        max_bytes (int): the largest body accepted
+    """
+
+    def __init__(self, app: Any, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope['type'] != 'http':
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope.get('headers') or []).get(b'content-length')
+        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
+            await self._reject(send)
+            return
+        body, more = b'', True
+        while more:
+            message = await receive()
+            if message['type'] == 'http.disconnect':
+                return
+            body += message.get('body', b'')
+            if len(body) > self.max_bytes:
+                await self._reject(send)
+                return
+            more = message.get('more_body', False)
+        replayed = False
+
+        async def replay() -> dict:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {'type': 'http.request', 'body': body, 'more_body': False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _reject(self, send: Any) -> None:
+        payload = json.dumps({'detail': f'request body too large (limit {self.max_bytes} bytes)'}).encode()
+        headers = [(b'content-type', b'application/json'), (b'content-length', str(len(payload)).encode())]
+        await send({'type': 'http.response.start', 'status': 413, 'headers': headers})
+        await send({'type': 'http.response.body', 'body': payload})
+
+
+def _options(body: ContextBody) -> dict:
+    scope = body.scope.model_dump() if body.scope else None
+    return {'question': body.question, 'intent': body.intent, 'mode': body.mode, 'scope': scope, 'k': body.k}
+
+
+def create_app(rag: 'RAG', api_key: Optional[str] = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
+    """Build the HTTP API over a RAG.
+
+    Args:
+        rag (RAG): the RAG that answers
+        api_key (str): when given, ``/retrieve`` and ``/answer`` need the header ``X-API-Key`` with this value
+        max_body_bytes (int): larger request bodies get 413
+
+    Returns:
+        FastAPI: the application (run it with uvicorn, or test it with ``fastapi.testclient.TestClient``)
+    """
+    app = FastAPI(title='rag_plugin context API',
+                  description='Context packages and cited answers from your documents and code, for agents.',
+                  version='1')
+    header = APIKeyHeader(name='X-API-Key', auto_error=False, description='required when the server has a key')
+
+    def check_key(given: Optional[str] = Depends(header)) -> None:
+        if api_key and not (given and hmac.compare_digest(given.encode(), api_key.encode())):
+            raise HTTPException(status_code=401, detail='missing or wrong X-API-Key')
+
+    def run(method, body: ContextBody) -> dict:
+        try:
+            return method(**_options(body))
+        except ValueError as e:
+            raise HTTPException(status_code=422, detail=str(e)) from e
+
+    @app.get('/health')
+    def health() -> dict:
+        """Liveness: the server runs and the store answers."""
+        collection = getattr(rag.vector_store, '_collection', None)
+        return {'status': 'ok', 'chunks': collection.count() if collection is not None else None}
+
+    @app.post('/retrieve', dependencies=[Depends(check_key)])
+    def retrieve(body: ContextBody) -> dict:
+        """A context package: mode, intent, summary, topics, critical_points, items, follow_up_refs, scope."""
+        return run(rag.retrieve_context, body)
+
+    @app.post('/answer', dependencies=[Depends(check_key)])
+    def answer(body: ContextBody) -> dict:
+        """A cited answer: mode, intent, answer, summary, topics, criticalPoints, citations, scope."""
+        return run(rag.answer_context, body)
+
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    return app
+
+
+def serve(rag: 'RAG', host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, api_key: Optional[str] = None,
+          max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+    """Run the API with uvicorn until interrupted (127.0.0.1 by default: only this machine can connect)."""
+    import uvicorn
+    if host not in ('127.0.0.1', 'localhost', '::1') and not api_key:
+        logger.warning('[RAG] Serving on %s without an API key: anyone who can reach it can read the documents', host)
+    uvicorn.run(create_app(rag, api_key, max_body_bytes), host=host, port=port, log_level='info')

@@ -1,0 +1,235 @@
+"""Context for agents: the JSON contract of retrieve / answer / context_plus_summary, bootstrap coverage, specific
+intents and boosts (measured against the plain hybrid retriever), scope by source, prefix and tags, generated
+summaries with a fallback, and the retrieve / answer commands."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import PDFS, ROOT
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+PACKAGE_KEYS = {'mode', 'intent', 'summary', 'topics', 'critical_points', 'items', 'follow_up_refs', 'scope'}
+ANSWER_KEYS = {'mode', 'intent', 'answer', 'summary', 'topics', 'criticalPoints', 'citations', 'scope'}
+PDF_NAMES = {p.name for p in PDFS.glob('*.pdf')}
+
+
+def assert_package(package: dict) -> None:
+    """The context package has exactly the contract's fields, with the contract's types."""
+    assert set(package) == PACKAGE_KEYS
+    assert package['mode'] in ('documental', 'codigo', 'auto') and package['intent'] in ('bootstrap', 'specific')
+    assert isinstance(package['summary'], str)
+    assert all(isinstance(t, str) for t in package['topics'])
+    assert all(isinstance(p, str) for p in package['critical_points'])
+    for item in package['items']:
+        for key, kind in (('chunk_id', str), ('document_id', str), ('source_id', str), ('title', str),
+                          ('content', str), ('score', float)):
+            assert isinstance(item[key], kind), (key, item)
+        for key, kind in (('page', int), ('section', str), ('line_start', int), ('line_end', int)):
+            assert key not in item or isinstance(item[key], kind), (key, item)
+    refs = package['follow_up_refs']
+    assert set(refs) == {'topics', 'documents', 'sections', 'suggested_questions'}
+    assert all(isinstance(t, str) for t in refs['topics'] + refs['suggested_questions'])
+    assert all(isinstance(d, dict) and d['source_id'] for d in refs['documents'] + refs['sections'])
+    assert set(package['scope']) == {'sourceId', 'sourceRef', 'tags'} and isinstance(package['scope']['tags'], list)
+    json.dumps(package)  # plain JSON
+
+
+def test_retrieve_package_contract_for_a_specific_question(make_rag):
+    rag = make_rag()
+    package = rag.retrieve_context('What is the API rate limit?')
+    assert_package(package)
+    assert (package['intent'], package['mode']) == ('specific', 'documental')
+    top = package['items'][0]
+    assert (top['source_id'], top['page']) == ('integrations_and_api.pdf', 2) and 0 < top['score'] <= 1
+    assert '600 requests per minute' in package['summary']
+    assert package['scope'] == {'sourceId': None, 'sourceRef': None, 'tags': []}
+    assert 1 <= len(package['items']) <= rag.k
+
+
+def test_answer_contract_and_citations(make_rag):
+    rag = make_rag()
+    result = rag.answer_context('What is the API rate limit?')
+    assert set(result) == ANSWER_KEYS
+    assert '600 requests per minute' in result['answer']
+    assert result['citations'] and all(isinstance(c['chunk_id'], str) and c['source_id'] and c['title']
+                                       for c in result['citations'])
+    assert result['citations'][0]['source_id'] == 'integrations_and_api.pdf'
+    assert all(f"[{c['n']}]" in result['answer'] for c in result['citations'] if c['cited'])
+    assert isinstance(result['criticalPoints'], list) and isinstance(result['topics'], list)
+
+
+def test_context_plus_summary_adds_a_synthesis(make_rag):
+    package = make_rag().context_plus_summary('How do I enable two-factor authentication?')
+    synthesis = package.pop('synthesis')
+    assert_package(package)
+    assert isinstance(synthesis, str) and 'Key points by document:' in synthesis
+    assert package['summary'] in synthesis
+
+
+def test_bootstrap_covers_every_document_once_round_robin(make_rag):
+    package = make_rag().retrieve_context('')
+    assert_package(package)
+    assert package['intent'] == 'bootstrap'
+    ids = [i['chunk_id'] for i in package['items']]
+    assert len(ids) == len(set(ids)), 'duplicate chunk'
+    sources = [i['source_id'] for i in package['items']]
+    assert set(sources) == PDF_NAMES
+    assert len(set(sources[:len(PDF_NAMES)])) == len(PDF_NAMES), 'every document before any second chunk'
+    assert package['summary'] and len(package['topics']) >= 3 and package['critical_points']
+    assert {d['source_id'] for d in package['follow_up_refs']['documents']} == PDF_NAMES
+    assert package['items'][0]['source_id'] == 'getting_started.pdf'  # the index-like document first
+
+
+def test_bootstrap_intent_is_detected_and_can_be_forced(make_rag):
+    rag = make_rag()
+    assert rag.retrieve_context('Give me an overview of the documentation', k=5)['intent'] == 'bootstrap'
+    forced = rag.retrieve_context('billing', intent='bootstrap', k=5)
+    assert forced['intent'] == 'bootstrap' and len({i['source_id'] for i in forced['items']}) == 5
+    with pytest.raises(ValueError, match='intent'):
+        rag.retrieve_context('x', intent='panoramic')
+    with pytest.raises(ValueError, match='mode'):
+        rag.retrieve_context('x', mode='binary')
+
+
+def test_critical_points_marked_at_ingestion_come_first(make_rag):
+    rag = make_rag()
+    rag.add_text('---\ncritical: true\ntags: [policy]\n---\n# Data handling rules\n\n'
+                 'Every export of customer notes must be encrypted with the workspace key. '
+                 'Exports are kept for seven days and then deleted.\n',
+                 {'source_id': 'rules/data_handling.md', 'tags': ['team']})
+    chunk = rag.vector_store.get(where={'source_id': 'rules/data_handling.md'})['metadatas'][0]
+    assert chunk['critical'] is True and chunk['tag:policy'] is True and chunk['tag:team'] is True
+    assert set(chunk['tags'].split(',')) == {'team', 'policy'}
+    assert (chunk['line_start'], chunk['section']) == (5, 'Data handling rules')
+    package = rag.retrieve_context('', k=8)
+    marked = [i for i in package['items'] if i['source_id'] == 'rules/data_handling.md']
+    assert marked and marked[0].get('critical') is True
+    n = package['items'].index(marked[0]) + 1
+    expected = f'Every export of customer notes must be encrypted with the workspace key [{n}].'
+    assert package['critical_points'][0] == expected
+    inferred = [p for p in package['critical_points'][1:] if 'must' in p or 'never' in p or 'always' in p]
+    assert inferred, package['critical_points']
+
+
+@pytest.fixture
+def scoped_rag(make_rag):
+    """The corpus plus two project folders that talk about the same thing, and a tagged note."""
+    rag = make_rag()
+    rag.add_text('# Alpha limits\n\nThe alpha project API rate limit is 50 requests per minute per token.\n',
+                 {'source_id': 'projects/alpha/limits.md', 'tags': ['alpha']})
+    rag.add_text('# Beta limits\n\nThe beta project API rate limit is 75 requests per minute per token.\n',
+                 {'source_id': 'projects/beta/limits.md', 'tags': ['beta']})
+    rag.add_text('# Beta backlog\n\nPending: raise the beta API rate limit to 100 requests per minute.\n',
+                 {'source_id': 'projects/beta/backlog.md', 'tags': ['beta']})
+    return rag
+
+
+def test_scope_by_source_prefix_and_tags_never_mixes_sources(scoped_rag):
+    rag = scoped_rag
+    question = 'What is the API rate limit?'
+    by_source = rag.retrieve_context(question, source_id='projects/alpha/limits.md')
+    assert {i['source_id'] for i in by_source['items']} == {'projects/alpha/limits.md'}
+    assert by_source['scope'] == {'sourceId': 'projects/alpha/limits.md', 'sourceRef': None, 'tags': []}
+    folder = rag.retrieve_context(question, source_ref='projects/', k=10)
+    assert folder['items'] and {i['source_id'] for i in folder['items']} <= {
+        'projects/alpha/limits.md', 'projects/beta/limits.md', 'projects/beta/backlog.md'}
+    beta = rag.retrieve_context(question, source_ref='projects/beta/', k=10)
+    assert {i['source_id'] for i in beta['items']} <= {'projects/beta/limits.md', 'projects/beta/backlog.md'}
+    tagged = rag.retrieve_context(question, tags=['alpha'], k=10)
+    assert {i['source_id'] for i in tagged['items']} == {'projects/alpha/limits.md'}
+    plain = rag.retrieve_context(question, k=10)
+    assert plain['items'][0]['source_id'] != 'projects/alpha/limits.md' or len(
+        {i['source_id'] for i in plain['items']}) > 1
+    nowhere = rag.retrieve_context(question, source_ref='nope/')
+    assert nowhere['items'] == [] and nowhere['summary'] == rag.not_found_answer
+
+
+def test_every_mode_honours_the_scope(scoped_rag):
+    rag = scoped_rag
+    allowed = {'projects/beta/limits.md', 'projects/beta/backlog.md'}
+    bootstrap = rag.retrieve_context('', scope={'sourceRef': 'projects/beta/'})
+    assert {i['source_id'] for i in bootstrap['items']} == allowed
+    assert {d['source_id'] for d in bootstrap['follow_up_refs']['documents']} == allowed
+    answer = rag.answer_context('What is the API rate limit?', scope={'sourceRef': 'projects/beta/'})
+    assert answer['citations'] and {c['source_id'] for c in answer['citations']} <= allowed
+    assert answer['scope'] == {'sourceId': None, 'sourceRef': 'projects/beta/', 'tags': []}
+    synthesis = rag.context_plus_summary('', source_ref='projects/alpha/')
+    assert {i['source_id'] for i in synthesis['items']} == {'projects/alpha/limits.md'}
+    assert 'beta' not in synthesis['synthesis'].lower()
+    empty = rag.retrieve_context('', source_ref='nope/')
+    assert empty['items'] == [] and empty['intent'] == 'bootstrap'
+
+
+def test_specific_intents_boost_backlog_and_rules_documents(make_rag):
+    from rag_plugin.context import document_kinds
+    assert document_kinds('docs/BACKLOG.md') == {'backlog'}
+    assert document_kinds('CONTRIBUTING.md', 'Coding conventions') == {'rules'}
+    assert document_kinds('notes/changelog.md') == {'history'}
+    rag = make_rag()
+    rag.add_text('# Backlog\n\n- Offline search on Android is not done yet.\n- The Linux desktop app is still '
+                 'planned for next quarter.\n', {'source_id': 'team/backlog.md'})
+    rag.add_text('# Writing conventions\n\nNotebook names use sentence case. Every runbook starts with its owner '
+                 'and its review date.\n', {'source_id': 'team/conventions.md'})
+    pending = rag.retrieve_context('What is still pending for the desktop apps?')
+    assert pending['items'][0]['source_id'] == 'team/backlog.md'
+    rules = rag.retrieve_context('What are the conventions for notebook names?')
+    assert rules['items'][0]['source_id'] == 'team/conventions.md'
+    assert 'What work is still pending?' in rules['follow_up_refs']['suggested_questions']
+
+
+def test_specific_intent_retrieval_does_not_hurt_plain_questions(make_rag):
+    """The harness: hybrid vs specific-intent (sub-queries, alignment re-ranking, boosts) on our QA set."""
+    from rag_plugin.context.measure import compare_specific
+    results, table = compare_specific(make_rag(), str(ROOT / 'data' / 'eval' / 'nimbus_qa.jsonl'))
+    print('\n' + table)
+    plain, specific = results
+    for k in (1, 4):
+        assert specific.hit_doc[k] >= plain.hit_doc[k], (k, table)
+        assert specific.hit_page[k] >= plain.hit_page[k], (k, table)
+
+
+class FailingChatModel(FakeListChatModel):
+    """A chat model whose every call fails (not a transient error: no retry)."""
+
+    def _call(self, *args, **kwargs):
+        raise ValueError('the model is broken')
+
+
+def test_a_generative_llm_writes_the_summary_from_the_items_only(make_rag):
+    from conftest import RecordingChatModel
+    model = RecordingChatModel(responses=['Generated summary [1] with a bogus citation [9].'] * 3, calls=[])
+    result = make_rag(model).answer_context('What is the API rate limit?')
+    assert result['summary'] == 'Generated summary [1] with a bogus citation.'
+    prompt = model.calls[0]
+    assert '<<<FRAGMENT [1] | integrations_and_api.pdf, page 2' in prompt and 'at most three sentences' in prompt
+    assert result['answer'].startswith('Generated summary [1]')
+
+
+def test_a_failing_llm_falls_back_to_the_extractive_summary(make_rag):
+    rag = make_rag(FailingChatModel(responses=['never used']), llm_max_attempts=1)
+    package = rag.context_plus_summary('What is the API rate limit?')
+    assert '600 requests per minute' in package['summary']
+    assert 'language model is unavailable' not in package['summary']
+    assert 'Key points by document:' in package['synthesis']
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'USE_TF': '0'}
+    return subprocess.run([sys.executable, '-m', 'rag_plugin', *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_cli_retrieve_and_answer_json(corpus_store_dir):
+    result = cli('retrieve', '--store', str(corpus_store_dir), '--json', '--source-id', 'troubleshooting.pdf',
+                 '--k', '3')
+    assert result.returncode == 0, result.stderr
+    package = json.loads(result.stdout)
+    assert_package(package)
+    assert package['intent'] == 'bootstrap' and {i['source_id'] for i in package['items']} == {'troubleshooting.pdf'}
+    result = cli('answer', 'What does error NN-5031 mean?', '--store', str(corpus_store_dir), '--json')
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert set(answer) == ANSWER_KEYS and 'storage quota' in answer['answer']
+    assert answer['citations'][0]['source_id'] == 'troubleshooting.pdf'

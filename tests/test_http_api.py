@@ -1,0 +1,118 @@
+"""The HTTP API for agents: /retrieve and /answer return the Python API's JSON; API key (401), body limit (413),
+health, OpenAPI docs, and a real uvicorn server on 127.0.0.1."""
+import threading
+import time
+
+import httpx
+import pytest
+from conftest import free_port
+from fastapi.testclient import TestClient
+
+KEY = 'test-key-123'
+PACKAGE_KEYS = {'mode', 'intent', 'summary', 'topics', 'critical_points', 'items', 'follow_up_refs', 'scope'}
+ANSWER_KEYS = {'mode', 'intent', 'answer', 'summary', 'topics', 'criticalPoints', 'citations', 'scope'}
+
+
+@pytest.fixture
+def rag(make_rag):
+    return make_rag()
+
+
+@pytest.fixture
+def client(rag):
+    from rag_plugin.server import create_app
+    return TestClient(create_app(rag, api_key=KEY, max_body_bytes=2_000))
+
+
+def test_retrieve_and_answer_return_the_python_contract(client, rag):
+    response = client.post('/retrieve', json={'question': 'What is the API rate limit?'}, headers={'X-API-Key': KEY})
+    assert response.status_code == 200, response.text
+    package = response.json()
+    assert set(package) == PACKAGE_KEYS and package['intent'] == 'specific'
+    assert package == rag.retrieve_context('What is the API rate limit?')
+    response = client.post('/answer', json={'question': 'What is the API rate limit?', 'k': 3},
+                           headers={'X-API-Key': KEY})
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert set(answer) == ANSWER_KEYS and '600 requests per minute' in answer['answer']
+    assert answer['citations'][0]['source_id'] == 'integrations_and_api.pdf'
+
+
+def test_scope_intent_and_mode_in_the_body(client):
+    body = {'question': '', 'intent': 'bootstrap', 'mode': 'documental', 'k': 5,
+            'scope': {'sourceId': ['troubleshooting.pdf', 'sync_and_offline.pdf'], 'tags': []}}
+    package = client.post('/retrieve', json=body, headers={'X-API-Key': KEY}).json()
+    assert package['intent'] == 'bootstrap' and package['scope']['sourceId'] == ['troubleshooting.pdf',
+                                                                                   'sync_and_offline.pdf']
+    assert {i['source_id'] for i in package['items']} == {'troubleshooting.pdf', 'sync_and_offline.pdf'}
+    nowhere = client.post('/retrieve', json={'question': 'What is the API rate limit?', 'scope': {'sourceRef': 'x/'}},
+                          headers={'X-API-Key': KEY}).json()
+    assert nowhere['items'] == [] and nowhere['scope'] == {'sourceId': None, 'sourceRef': 'x/', 'tags': []}
+    bad = client.post('/retrieve', json={'question': 'x', 'intent': 'panoramic'}, headers={'X-API-Key': KEY})
+    assert bad.status_code == 422
+    assert client.post('/retrieve', json={'question': 'x', 'extra': 1}, headers={'X-API-Key': KEY}).status_code == 422
+
+
+def test_wrong_or_missing_key_is_401(client):
+    for headers in ({}, {'X-API-Key': 'wrong'}, {'X-API-Key': ''}):
+        for path in ('/retrieve', '/answer'):
+            response = client.post(path, json={'question': 'What is the API rate limit?'}, headers=headers)
+            assert response.status_code == 401, (path, headers, response.text)
+    assert client.get('/health').status_code == 200
+
+
+def test_oversized_body_is_413_by_header_and_by_actual_size(client):
+    big = {'question': 'x' * 3_000}
+    response = client.post('/retrieve', json=big, headers={'X-API-Key': KEY})
+    assert response.status_code == 413 and 'too large' in response.json()['detail']
+
+    def chunks():  # streamed without Content-Length: the limit counts the bytes received
+        yield b'{"question": "'
+        for _ in range(10):
+            yield b'y' * 300
+        yield b'"}'
+    headers = {'X-API-Key': KEY, 'Content-Type': 'application/json'}
+    response = client.post('/answer', content=chunks(), headers=headers)
+    assert response.status_code == 413
+    small = client.post('/retrieve', json={'question': 'What is the API rate limit?'}, headers={'X-API-Key': KEY})
+    assert small.status_code == 200
+
+
+def test_health_and_openapi_docs(client):
+    health = client.get('/health').json()
+    assert health['status'] == 'ok' and health['chunks'] > 0
+    assert client.get('/docs').status_code == 200
+    schema = client.get('/openapi.json').json()
+    assert {'/retrieve', '/answer', '/health'} <= set(schema['paths'])
+
+
+def test_without_a_key_no_header_is_needed(rag):
+    from rag_plugin.server import create_app
+    client = TestClient(create_app(rag))
+    response = client.post('/retrieve', json={'question': 'How long do deleted notes stay in the trash?'})
+    assert response.status_code == 200 and response.json()['items']
+
+
+def test_uvicorn_serves_on_localhost(rag):
+    import uvicorn
+
+    from rag_plugin.server import DEFAULT_HOST, create_app
+    assert DEFAULT_HOST == '127.0.0.1'
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(rag, api_key=KEY), host=DEFAULT_HOST, port=port,
+                                           log_level='warning'))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started:
+            assert time.monotonic() < deadline, 'uvicorn did not start'
+            time.sleep(0.05)
+        url = f'http://127.0.0.1:{port}'
+        answer = httpx.post(f'{url}/answer', json={'question': 'What does error NN-5031 mean?'},
+                            headers={'X-API-Key': KEY}, timeout=120)
+        assert answer.status_code == 200 and 'storage quota' in answer.json()['answer']
+        assert httpx.post(f'{url}/answer', json={'question': 'x'}, timeout=30).status_code == 401
+    finally:
+        server.should_exit = True
+        thread.join(10)
