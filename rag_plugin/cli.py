@@ -189,7 +189,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         with open(args.json, 'w', encoding='utf-8') as f:
             json.dump(results_to_dict(results), f, indent=2)
     if args.plot:
-        plot(results, ks, args.plot, title=os.path.basename(os.path.normpath(args.pdfs)))
+        folder = os.path.normpath(os.path.abspath(args.pdfs))
+        name = os.path.basename(folder)
+        plot(results, ks, args.plot, title=os.path.basename(os.path.dirname(folder)) if name == 'pdfs' else name)
     return 0
 
 
