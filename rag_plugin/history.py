@@ -64,8 +64,13 @@ class ConversationHistory:
             return []
         if _db_connected(session):
             messages = session.get_chat_history(n=n + 1)
-            if messages and messages[-1].is_user and current is not None and messages[-1].content == current:
-                messages = messages[:-1]
+            # BBF inserts each message from its own thread, so the current question may be stored after the bot's
+            # previous reply, or not yet: drop the newest user message equal to it wherever it landed.
+            for i in range(len(messages) - 1, -1, -1):
+                if messages[i].is_user:
+                    if current is not None and messages[i].content == current:
+                        del messages[i]
+                    break
             return messages[-n:]
         with self._lock:
             messages = [m for turn in self._turns.get(session, ()) for m in turn]
