@@ -9,7 +9,11 @@ STAMP := $(VENV)/.rag_plugin-installed
 export USE_TF := 0
 export ANONYMIZED_TELEMETRY := False
 
-.PHONY: install demo test bench eval clean corpus
+.PHONY: install demo test bench eval clean corpus chromium
+
+# The web chat's browser test drives Debian's chromium with Playwright (Playwright's own browsers are never
+# downloaded). Installed once, as root, when missing; elsewhere that test is skipped.
+CHROMIUM ?= /usr/bin/chromium
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required (BBF pins tensorflow 2.14)"'
@@ -24,8 +28,18 @@ install: $(STAMP)
 demo: install
 	HF_HUB_OFFLINE=1 $(BIN)/python bots/rag_bot.py
 
-test: install
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+chromium:
+	@if [ ! -x $(CHROMIUM) ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo 'Installing chromium for the web chat browser test (apt-get)'; \
+	    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else \
+	    echo 'warning: no $(CHROMIUM) (install it: sudo apt-get install -y chromium); the browser test is skipped'; \
+	  fi; \
+	fi
+
+test: install chromium
+	HF_HUB_OFFLINE=1 RAG_PLUGIN_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 bench: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/ingest.py $(BENCH_ARGS)

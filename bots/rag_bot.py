@@ -1,4 +1,7 @@
-"""A complete BBF bot that answers from data/pdfs with sources, in BBF's web chat (websocket platform + Streamlit).
+"""A complete BBF bot that answers from data/pdfs with sources, in the RAG web chat (websocket platform + Streamlit).
+
+Answers stream into the chat as they are written, then show their sources (file, page, score, snippet). Users can
+upload pdf / md / txt / docx files from the chat; the bot adds them to the documents and says what it added.
 
 Run it with ``make demo`` (or ``python bots/rag_bot.py`` inside the virtualenv). It answers with OpenAI when
 ``OPENAI_API_KEY`` (or an OpenAI-compatible ``OPENAI_BASE_URL``) is set, else with the offline extractive answerer.
@@ -17,6 +20,8 @@ from besser.bot.core.bot import Bot  # noqa: E402
 from besser.bot.core.session import Session  # noqa: E402
 
 from rag_plugin import RAG, RAGMessage, default_llm, default_splitter, default_vector_store  # noqa: E402
+from rag_plugin.channels.webchat import describe_ingestion, use_rag_webchat  # noqa: E402
+from rag_plugin.channels.websocket import reply_rag_streaming  # noqa: E402
 
 logging.basicConfig(level=logging.INFO, format='{levelname} - {asctime}: {message}', style='{')
 logging.getLogger('httpx').setLevel(logging.WARNING)
@@ -28,7 +33,11 @@ TRACE = os.environ.get('RAG_PLUGIN_TRACE', str(ROOT / '.demo' / 'rag_trace.jsonl
 # Create the bot
 bot = Bot('rag_bot')
 bot.load_properties(str(HERE / 'config.ini'))
-websocket_platform = bot.use_websocket_platform(use_ui=os.environ.get('RAG_BOT_UI', '1') != '0')
+if os.environ.get('RAG_BOT_UI', '1') != '0':
+    # the RAG web chat (instead of BBF's UI) on streamlit.host / streamlit.port, started and stopped with the bot
+    websocket_platform = use_rag_webchat(bot)
+else:
+    websocket_platform = bot.use_websocket_platform(use_ui=False)
 
 # The RAG: local embeddings in a persistent Chroma store, the default splitter, and the default LLM
 vector_store = default_vector_store(STORE)
@@ -48,6 +57,7 @@ logging.info('[rag_bot] %s', str(report).splitlines()[0])
 # STATES
 initial_state = bot.new_state('initial_state', initial=True)
 rag_state = bot.new_state('rag_state')
+upload_state = bot.new_state('upload_state')
 
 
 def initial_body(session: Session):
@@ -57,15 +67,31 @@ def initial_body(session: Session):
 
 initial_state.set_body(initial_body)
 initial_state.when_no_intent_matched_go_to(rag_state)
+initial_state.when_file_received_go_to(upload_state)
 
 
 def rag_body(session: Session):
-    rag_message: RAGMessage = session.run_rag()
-    websocket_platform.reply_rag(session, rag_message)
+    # streams the answer as the LLM writes it (bot_reply_rag_partial), then sends the final one with its sources
+    rag_message: RAGMessage = reply_rag_streaming(websocket_platform, session, rag)
+    if rag_message.degraded:
+        logging.warning('[rag_bot] the LLM failed; the answer was extracted from the documents')
 
 
 rag_state.set_body(rag_body)
 rag_state.when_no_intent_matched_go_to(rag_state)
+rag_state.when_file_received_go_to(upload_state)
+
+
+def upload_body(session: Session):
+    # a file uploaded in the chat: add it to the documents (nothing is written to disk) and say what happened
+    report = rag.add_file(session.file)
+    logging.info('[rag_bot] upload: %s', str(report).splitlines()[0])
+    session.reply(describe_ingestion(report))
+
+
+upload_state.set_body(upload_body)
+upload_state.when_no_intent_matched_go_to(rag_state)
+upload_state.when_file_received_go_to(upload_state)
 
 if __name__ == '__main__':
     bot.run()

@@ -1,0 +1,200 @@
+"""The RAG web chat: BBF's websocket platform with this plugin's Streamlit UI instead of BBF's.
+
+The UI (:mod:`rag_plugin.channels.webchat_ui`) shows answers with visible citation markers, every source with its
+file, page, score and a snippet, "not found in the documents" and fallback answers in their own styles, streamed
+answers in one bubble (see :func:`rag_plugin.channels.websocket.reply_rag_streaming`), and an uploader that sends
+pdf / md / txt / docx files to the bot (BBF's ``user_file`` payload; handle them with a ``when_file_received_go_to``
+transition to a state that calls ``rag.add_file(session.file)``; :func:`describe_ingestion` words the reply).
+
+Usage::
+
+    from rag_plugin.channels.webchat import use_rag_webchat
+    websocket_platform = use_rag_webchat(bot)        # instead of bot.use_websocket_platform(use_ui=True)
+
+The UI is started like BBF starts its own (``streamlit run <app> <bot name> <websocket host> <websocket port>``, on the
+bot's ``streamlit.host`` / ``streamlit.port`` properties) when the bot runs, and stopped with the bot: by
+``bot.stop()``, and also when the bot process ends without stopping it (see :mod:`.webchat_ui.launch`).
+"""
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Optional, Sequence, Union
+
+from besser.bot.platforms import websocket
+from besser.bot.platforms.websocket.websocket_platform import WebSocketPlatform
+
+if TYPE_CHECKING:
+    from besser.bot.core.bot import Bot
+
+    from rag_plugin.ingest import IngestReport
+
+logger = logging.getLogger(__name__)
+
+APP_PATH = Path(__file__).resolve().parent / 'webchat_ui' / 'app.py'
+"""Path: the Streamlit script of the web chat."""
+
+UPLOAD_TYPES = ('pdf', 'md', 'txt', 'docx')
+"""tuple[str]: the file types the web chat's uploader accepts."""
+
+
+def streamlit_command(bot_name: str, websocket_host: str, websocket_port: int, ui_host: str, ui_port: int,
+                      headless: bool = True, extra_args: Sequence[str] = ()) -> list[str]:
+    """The command that runs the web chat: BBF's ``streamlit run`` arguments, with this interpreter's Streamlit
+    (through :mod:`rag_plugin.channels.webchat_ui.launch`, which also stops it when the bot process ends).
+
+    Args:
+        bot_name (str): shown as the page title
+        websocket_host (str): the bot's websocket host
+        websocket_port (int): the bot's websocket port
+        ui_host (str): the address the UI listens on
+        ui_port (int): the port the UI listens on
+        headless (bool): do not open a browser (and never ask for an e-mail address on the terminal)
+        extra_args (Sequence[str]): more ``streamlit run`` options (before the script)
+    """
+    return [
+        sys.executable, '-m', 'rag_plugin.channels.webchat_ui.launch', 'run',
+        '--server.address', str(ui_host),
+        '--server.port', str(ui_port),
+        '--server.headless', 'true' if headless else 'false',
+        '--browser.gatherUsageStats', 'false',
+        # coalesce the reruns that bot messages trigger instead of interrupting the run that sends the user's message
+        '--runner.fastReruns', 'false',
+        '--client.toolbarMode', 'minimal',
+        '--runner.magicEnabled', 'false',
+        *extra_args,
+        str(APP_PATH),
+        bot_name, str(websocket_host), str(websocket_port),
+    ]
+
+
+class RAGWebChatPlatform(WebSocketPlatform):
+    """BBF's :class:`WebSocketPlatform` that runs this plugin's web chat (instead of BBF's UI) while the bot runs.
+
+    Args:
+        bot (Bot): the bot the platform belongs to
+        headless (bool): do not open a browser when the UI starts
+        ui_log (str | IO | None): where the UI's output goes (a file path or an open file); the terminal if None
+        streamlit_args (Sequence[str]): more ``streamlit run`` options
+
+    Attributes:
+        ui_process (subprocess.Popen | None): the running Streamlit process
+    """
+
+    def __init__(self, bot: 'Bot', headless: bool = True, ui_log: Union[str, IO, None] = None,
+                 streamlit_args: Sequence[str] = ()):
+        super().__init__(bot, use_ui=False)
+        self.headless: bool = headless
+        self.ui_log: Union[str, IO, None] = ui_log
+        self.streamlit_args: tuple[str, ...] = tuple(streamlit_args)
+        self.ui_process: Optional[subprocess.Popen] = None
+        self._ui_log_file: Optional[IO] = None
+
+    @property
+    def ui_url(self) -> str:
+        """str: the address of the web chat."""
+        return (f'http://{self._bot.get_property(websocket.STREAMLIT_HOST)}:'
+                f'{self._bot.get_property(websocket.STREAMLIT_PORT)}')
+
+    def start(self) -> None:
+        self.start_ui()
+        super().start()
+
+    def stop(self) -> None:
+        self.stop_ui()
+        super().stop()
+
+    def start_ui(self) -> subprocess.Popen:
+        """Start the Streamlit UI (once) in its own process group."""
+        if self.ui_process is not None and self.ui_process.poll() is None:
+            return self.ui_process
+        command = streamlit_command(
+            self._bot.name,
+            self._bot.get_property(websocket.WEBSOCKET_HOST), self._bot.get_property(websocket.WEBSOCKET_PORT),
+            self._bot.get_property(websocket.STREAMLIT_HOST), self._bot.get_property(websocket.STREAMLIT_PORT),
+            self.headless, self.streamlit_args)
+        env = dict(os.environ)
+        root = str(APP_PATH.parents[3])  # the folder holding rag_plugin, for a checkout that is not installed
+        env['PYTHONPATH'] = os.pathsep.join(p for p in (root, env.get('PYTHONPATH')) if p)
+        env['RAG_WEBCHAT_STOP_ON_EOF'] = '1'  # stdin is a pipe this process holds: it closes when the bot ends
+        output = self.ui_log
+        if isinstance(output, (str, os.PathLike)):
+            output = self._ui_log_file = open(output, 'ab')
+        self.ui_process = subprocess.Popen(command, env=env, stdin=subprocess.PIPE, stdout=output,
+                                           stderr=subprocess.STDOUT if output is not None else None,
+                                           start_new_session=True)
+        atexit.register(self.stop_ui)
+        logger.info("%s's web chat starting at %s", self._bot.name, self.ui_url)
+        return self.ui_process
+
+    def stop_ui(self, timeout: float = 10.0) -> None:
+        """Stop the Streamlit UI: close its stdin (it stops itself), then SIGTERM and SIGKILL its process group if it
+        is still running after ``timeout`` seconds."""
+        process, self.ui_process = self.ui_process, None
+        if process is not None and process.stdin is not None:
+            try:
+                process.stdin.close()
+                process.wait(timeout)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        if process is not None and process.poll() is None:
+            for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+                try:
+                    os.killpg(process.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    process.wait(wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        if process is not None:
+            logger.info("%s's web chat stopped", self._bot.name)
+        if self._ui_log_file is not None:
+            self._ui_log_file.close()
+            self._ui_log_file = None
+
+
+def use_rag_webchat(bot: 'Bot', headless: bool = True, ui_log: Union[str, IO, None] = None,
+                    streamlit_args: Sequence[str] = ()) -> RAGWebChatPlatform:
+    """Use the websocket platform on this bot, with the RAG web chat as its UI.
+
+    Like ``bot.use_websocket_platform(use_ui=True)``, with this plugin's UI: it starts when the bot runs (on the
+    bot's ``streamlit.host`` / ``streamlit.port``) and stops with the bot.
+
+    Args:
+        bot (Bot): the bot
+        headless (bool): do not open a browser when the UI starts (the address is logged)
+        ui_log (str | IO | None): where the UI's output goes; the terminal if None
+        streamlit_args (Sequence[str]): more ``streamlit run`` options
+
+    Returns:
+        RAGWebChatPlatform: the websocket platform (a BBF ``WebSocketPlatform``: ``reply``, ``reply_rag``...)
+    """
+    platform = RAGWebChatPlatform(bot, headless=headless, ui_log=ui_log, streamlit_args=streamlit_args)
+    bot._platforms.append(platform)  # what bot.use_websocket_platform does
+    return platform
+
+
+def describe_ingestion(report: 'IngestReport') -> str:
+    """Word the outcome of an upload for the user, e.g. ``Added report.pdf: 12 chunks.`` or the skip reason."""
+    lines = []
+    for f in report.files:
+        name = Path(f.source_id).name or f.source_id
+        chunks = f"{f.chunks} chunk{'s' if f.chunks != 1 else ''}"
+        if f.status == 'added':
+            lines.append(f'Added {name}: {chunks}. You can ask about it now.')
+        elif f.status == 'updated':
+            lines.append(f'Updated {name}: {chunks}.')
+        elif f.status == 'unchanged':
+            lines.append(f'{name} is already in the documents ({chunks}); nothing changed.')
+        elif f.status == 'skipped':
+            lines.append(f'Could not add {name}: {f.reason or "it could not be read"}.')
+        else:
+            lines.append(f'{name}: {f.status}.')
+    return '\n'.join(lines) or 'Nothing was added.'

@@ -1,0 +1,247 @@
+"""HTML / Markdown of RAG answers for the web chat (no Streamlit here, so it can be tested on its own).
+
+Everything that comes from the bot (answers, file names, snippets) is HTML-escaped; only the markup made here is
+HTML. Stable CSS classes (for styles and browser tests):
+
+* ``rag-cite``: a citation marker ``[n]`` in an answer (a superscript badge)
+* ``rag-answer rag-abstained``: the warning box of an answer that abstained, labelled ``rag-badge-not-found``
+  ("Not found in the documents")
+* ``rag-degraded-note``: the note above a fallback answer, labelled ``rag-badge-degraded`` ("Fallback answer")
+* ``rag-sources``, ``rag-source`` (``rag-source-cited`` when the answer cites it), ``rag-source-file``,
+  ``rag-source-page``, ``rag-source-score``, ``rag-snippet``
+* ``rag-cursor``: a blinking cursor; ``rag-streaming`` after a partial (streamed) answer, ``rag-waiting`` while the
+  bot has not answered yet
+"""
+from __future__ import annotations
+
+import html
+import re
+from typing import Any, Optional
+
+NOT_FOUND_LABEL = 'Not found in the documents'
+"""str: the label of an answer that abstained (nothing relevant in the documents)."""
+
+DEGRADED_LABEL = 'Fallback answer'
+"""str: the label of an answer extracted after the language model failed."""
+
+SNIPPET_CHARS = 280
+"""int: the longest snippet of a source, in characters."""
+
+_MARKER = re.compile(r'\[(\d+(?:\s*[,;]\s*\d+)*)\]')
+
+CSS = """
+<style>
+.rag-cite { display: inline-block; font-size: 0.68em; font-weight: 700; line-height: 1.1; vertical-align: super;
+  color: #1d4ed8; background: rgba(59, 130, 246, 0.14); border-radius: 4px; padding: 0 0.28em; margin: 0 0.06em;
+  cursor: default; }
+.rag-answer-meta { font-size: 0.75rem; opacity: 0.7; margin: 0.1rem 0 0.2rem 0; }
+.rag-badge { display: inline-block; font-size: 0.72rem; font-weight: 700; letter-spacing: 0.02em; border-radius: 999px;
+  padding: 0.1rem 0.65rem; margin-bottom: 0.35rem; }
+.rag-abstained { border-left: 4px solid #d97706; background: rgba(245, 158, 11, 0.12); border-radius: 6px;
+  padding: 0.55rem 0.8rem; }
+.rag-badge-not-found { background: #d97706; color: #fff; }
+.rag-degraded-note { border-left: 4px solid #dc2626; background: rgba(239, 68, 68, 0.08); border-radius: 6px;
+  padding: 0.35rem 0.7rem; margin-bottom: 0.3rem; font-size: 0.8rem; }
+.rag-badge-degraded { background: #dc2626; color: #fff; margin-right: 0.4rem; margin-bottom: 0; }
+.rag-sources { margin-top: 0.4rem; border-top: 1px solid rgba(128, 128, 128, 0.25); padding-top: 0.4rem; }
+.rag-sources-title { font-size: 0.78rem; font-weight: 700; text-transform: uppercase; letter-spacing: 0.04em;
+  opacity: 0.75; margin-bottom: 0.25rem; }
+.rag-source { border: 1px solid rgba(128, 128, 128, 0.25); border-radius: 6px; padding: 0.35rem 0.6rem;
+  margin: 0.3rem 0; font-size: 0.82rem; background: rgba(128, 128, 128, 0.05); }
+.rag-source-cited { border-left: 3px solid #2563eb; }
+.rag-source-head { display: flex; flex-wrap: wrap; gap: 0.25rem 0.6rem; align-items: baseline; }
+.rag-source-num { font-weight: 700; color: #1d4ed8; }
+.rag-source-file { font-weight: 600; word-break: break-all; }
+.rag-source-page, .rag-source-score, .rag-source-section { opacity: 0.75; }
+.rag-snippet { margin-top: 0.2rem; font-size: 0.78rem; opacity: 0.85; font-style: italic; }
+.rag-more summary { cursor: pointer; font-size: 0.78rem; opacity: 0.75; }
+.rag-cursor { animation: rag-blink 1s steps(2, start) infinite; opacity: 0.6; }
+@keyframes rag-blink { to { visibility: hidden; } }
+.rag-upload { font-size: 0.9rem; }
+</style>
+"""
+"""str: the style sheet of the web chat (one ``<style>`` element)."""
+
+
+def escape(text: Any) -> str:
+    """HTML-escape text (and ``$``, so that Markdown does not read it as math)."""
+    return html.escape('' if text is None else str(text), quote=True).replace('$', '&#36;')
+
+
+def cite_markers(escaped: str) -> str:
+    """Turn the ``[n]`` / ``[n, m]`` markers of (escaped) text into ``rag-cite`` superscripts, one per number."""
+    def replace(match: re.Match) -> str:
+        numbers = re.split(r'\s*[,;]\s*', match.group(1))
+        return ''.join(f'<sup class="rag-cite" title="source {n}">[{n}]</sup>' for n in numbers)
+    return _MARKER.sub(replace, escaped)
+
+
+def answer_markdown(answer: Any) -> str:
+    """The answer as Markdown with HTML citation markers (for ``st.markdown(..., unsafe_allow_html=True)``)."""
+    return cite_markers(escape(answer))
+
+
+def partial_markdown(text: Any) -> str:
+    """A partial (streamed) answer with a cursor."""
+    return f'{answer_markdown(text)} <span class="rag-cursor rag-streaming">&#9612;</span>'
+
+
+def _one_line(text: Any) -> str:
+    text = re.sub(r'(?m)^[ \t]{0,3}#{1,6}[ \t]+', '', '' if text is None else str(text))  # Markdown headings
+    return re.sub(r'\s+', ' ', text).strip()
+
+
+_WORD = re.compile(r'[^\W_]{3,}')
+_SENTENCE_START = re.compile(r'(?<=[.!?])\s+(?=\S)')
+
+
+def _words(text: str) -> set:
+    return {w.lower() for w in _WORD.findall(text)}
+
+
+def snippet(content: Any, limit: int = SNIPPET_CHARS, focus: Any = None) -> str:
+    """A fragment on one line, at most ``limit`` characters (cut at a word).
+
+    With ``focus`` (the answer), the snippet starts at the fragment's sentence that shares the most words with it,
+    so that it shows what the answer took from the fragment; otherwise at the start.
+    """
+    text = _one_line(content)
+    if len(text) <= limit:
+        return text
+    start = 0
+    focus_words = _words(_one_line(focus)) if focus else set()
+    if focus_words:
+        starts = [0] + [m.end() for m in _SENTENCE_START.finditer(text)]
+        best = max(starts, key=lambda i: (len(_words(text[i:i + 200].split('. ')[0]) & focus_words), -i))
+        if _words(text[best:best + 200].split('. ')[0]) & focus_words:
+            start = best
+    window = text[start:start + limit]
+    if start + limit < len(text):
+        window = (window.rsplit(' ', 1)[0] or window).rstrip(' ,;:.') + ' …'
+    return ('… ' if start else '') + window
+
+
+def _metadata(doc: Any) -> dict:
+    if isinstance(doc, dict) and isinstance(doc.get('metadata'), dict):
+        return doc['metadata']
+    return {}
+
+
+def _content(doc: Any) -> str:
+    if isinstance(doc, dict):
+        return doc.get('content') or doc.get('page_content') or ''
+    return '' if doc is None else str(doc)
+
+
+def source_name(metadata: dict) -> str:
+    """The file of a fragment (``source``, else ``source_id``, else ``title``), or ``unknown source``."""
+    for key in ('source', 'source_id', 'title'):
+        value = metadata.get(key)
+        if value not in (None, ''):
+            return str(value)
+    return 'unknown source'
+
+
+def format_score(score: Any) -> Optional[str]:
+    """A score with 2 decimals, or None when there is none."""
+    try:
+        return f'{float(score):.2f}'
+    except (TypeError, ValueError):
+        return None
+
+
+def source_html(number: int, doc: Any, cited: bool, focus: Any = None) -> str:
+    """One source: ``[n] file · page p · score s · section`` and a snippet of the fragment."""
+    metadata = _metadata(doc)
+    parts = [f'<span class="rag-source-num">[{number}]</span>',
+             f'<span class="rag-source-file">{escape(source_name(metadata))}</span>']
+    page = metadata.get('page')
+    if page not in (None, ''):
+        parts.append(f'<span class="rag-source-page">page {escape(page)}</span>')
+    score = format_score(metadata.get('score'))
+    if score is not None:
+        parts.append(f'<span class="rag-source-score">score {score}</span>')
+    section = metadata.get('section')
+    if section not in (None, ''):
+        parts.append(f'<span class="rag-source-section">§ {escape(_one_line(section))}</span>')
+    text = snippet(_content(doc), focus=focus if cited else None)
+    snippet_html = f'<div class="rag-snippet">“{escape(text)}”</div>' if text else ''
+    classes = 'rag-source rag-source-cited' if cited else 'rag-source'
+    return f'<div class="{classes}" data-source-number="{number}"><div class="rag-source-head">{"".join(parts)}</div>' \
+           f'{snippet_html}</div>'
+
+
+def cited_numbers(message: dict) -> list[int]:
+    """The fragment numbers the answer cites: ``cited`` when given, else the markers found in the answer."""
+    n_docs = len(message.get('docs') or [])
+    cited = message.get('cited')
+    if not isinstance(cited, list):
+        cited = []
+        for match in _MARKER.finditer(str(message.get('answer') or '')):
+            cited.extend(int(n) for n in re.split(r'\s*[,;]\s*', match.group(1)))
+    result: list[int] = []
+    for n in cited:
+        if isinstance(n, int) and 1 <= n <= n_docs and n not in result:
+            result.append(n)
+    return result
+
+
+def sources_html(message: dict) -> str:
+    """The sources of an answer (one HTML block without blank lines): the cited fragments, then the others folded.
+
+    When the answer cites nothing, every fragment is shown.
+    """
+    docs = message.get('docs') or []
+    if not isinstance(docs, list) or not docs:
+        return ''
+    cited = cited_numbers(message)
+    others = [n for n in range(1, len(docs) + 1) if n not in cited]
+    shown = cited or others
+    folded = others if cited else []
+    answer = message.get('answer')
+    body = ''.join(source_html(n, docs[n - 1], n in cited, answer) for n in shown)
+    if folded:
+        label = f'{len(folded)} more retrieved fragment{"s" if len(folded) != 1 else ""}'
+        body += (f'<details class="rag-more"><summary>{label}</summary>'
+                 f'{"".join(source_html(n, docs[n - 1], False) for n in folded)}</details>')
+    return f'<div class="rag-sources"><div class="rag-sources-title">Sources</div>{body}</div>'
+
+
+def status_html(message: dict) -> str:
+    """The label of an answer that is not a normal one: not found, or degraded; '' otherwise."""
+    if message.get('abstained'):
+        return (f'<div class="rag-answer rag-abstained" data-rag-status="not-found">'
+                f'<span class="rag-badge rag-badge-not-found">{NOT_FOUND_LABEL}</span>'
+                f'<div class="rag-abstained-text">{escape(message.get("answer")).replace(chr(10), "<br>")}</div></div>')
+    if message.get('degraded'):
+        return (f'<div class="rag-degraded-note" data-rag-status="degraded">'
+                f'<span class="rag-badge rag-badge-degraded">{DEGRADED_LABEL}</span>'
+                f'the language model failed; these are passages extracted from the documents.</div>')
+    return ''
+
+
+def meta_html(message: dict) -> str:
+    """A small line under the answer: which model answered, and the confidence."""
+    parts = []
+    if message.get('llm_name'):
+        parts.append(f'answered by {escape(message["llm_name"])}')
+    if message.get('confidence') and not message.get('abstained'):
+        parts.append(f'confidence {escape(message["confidence"])}')
+    return f'<div class="rag-answer-meta">{" · ".join(parts)}</div>' if parts else ''
+
+
+def rag_message_blocks(message: Any) -> list[str]:
+    """The blocks of a RAG answer, in order, each for one ``st.markdown(..., unsafe_allow_html=True)``.
+
+    Abstentions are one warning box (their answer inside); other answers are the optional fallback label, the answer
+    (Markdown with citation superscripts), the model line and the sources. Missing or odd fields never raise.
+    """
+    if not isinstance(message, dict):
+        return [answer_markdown(message) or '<div class="rag-answer-meta">(empty answer)</div>']
+    status = status_html(message)
+    if message.get('abstained'):
+        return [status]
+    blocks = [status] if status else []
+    blocks.append(answer_markdown(message.get('answer') or ''))
+    blocks.extend(b for b in (meta_html(message), sources_html(message)) if b)
+    return blocks

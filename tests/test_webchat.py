@@ -1,0 +1,347 @@
+"""The RAG web chat: its rendering and client (no browser), and a real bot + Streamlit UI driven by a headless Chromium.
+
+The browser test needs Debian's chromium at /usr/bin/chromium (``make test`` installs it) and the ``playwright``
+Python package (the ``dev`` extra); Playwright's own browsers are never downloaded.
+"""
+import contextlib
+import json
+import os
+import re
+import shutil
+import socket
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+from conftest import ROOT, BotClient, free_port, running_bot
+from fake_openai_server import FakeOpenAIServer
+
+from rag_plugin.channels.webchat_ui import render
+from rag_plugin.channels.webchat_ui.client import ChatConnection
+
+CHROMIUM = os.environ.get('RAG_PLUGIN_CHROMIUM', '/usr/bin/chromium')
+CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+                 '--disable-background-networking', '--disable-component-update', '--disable-sync']
+SCREENSHOTS = [ROOT / 'artifacts' / 'webchat.png', ROOT / 'docs' / 'webchat.png']
+QUESTION = 'How long do deleted notes stay in the trash?'
+STREAMED_ANSWER = ('Deleted notes stay in the trash for 30 days [1]. After that they are deleted permanently, '
+                   'so restore a note before then if you still need it [1].')
+HANDBOOK = ('# Team handbook\n\n## Office plants\n\nThe office plants are watered every Tuesday morning by the '
+            'facilities team. Plants on the third floor get fertiliser once a month.\n')
+TIMEOUT_MS = 60_000
+RECORD_PARTIALS = """() => {
+  window.__partials = [];
+  new MutationObserver(() => {
+    const cursor = document.querySelector('.rag-streaming');
+    if (!cursor) return;
+    const messages = document.querySelectorAll('[data-testid="stChatMessage"]');
+    const bubble = cursor.closest('[data-testid="stChatMessage"]');
+    window.__partials.push([bubble.innerText, messages.length]);
+  }).observe(document.body, {subtree: true, childList: true, characterData: true});
+}"""
+
+
+# ---- rendering (no browser) -----------------------------------------------------------------------------------------
+def test_answers_show_citation_markers_and_escape_html():
+    html = render.answer_markdown('It costs $5 <script>x</script> [1][2] and [3, 1].')
+    assert html.count('class="rag-cite"') == 4
+    assert '<sup class="rag-cite" title="source 3">[3]</sup><sup class="rag-cite" title="source 1">[1]</sup>' in html
+    assert '<script>' not in html and '&lt;script&gt;' in html
+    assert '$' not in html  # would be read as math by Streamlit's Markdown
+
+
+def test_sources_show_file_page_score_snippet_cited_first():
+    message = {'answer': 'A [2].', 'cited': [2], 'docs': [
+        {'content': 'first fragment', 'metadata': {'source': 'a.pdf', 'page': 1, 'score': 0.5}},
+        {'content': 'second   fragment\n\nwith lines ' + 'x' * 400,
+         'metadata': {'source': 'b.pdf', 'page': 7, 'score': 0.91234, 'section': 'Trash'}},
+    ]}
+    html = render.sources_html(message)
+    assert html.index('b.pdf') < html.index('a.pdf')  # the cited source first, the others folded
+    assert 'page 7' in html and 'score 0.91' in html and '§ Trash' in html
+    assert 'rag-source rag-source-cited" data-source-number="2"' in html
+    assert 'second fragment with lines' in html and ' …' in html and '\n' not in html
+    assert '<details class="rag-more"><summary>1 more retrieved fragment</summary>' in html
+
+
+def test_odd_documents_never_break_rendering():
+    message = {'answer': 'Answer [1] [9].', 'docs': [
+        {'content': 'no metadata'}, {'metadata': {'page': 3}}, {'content': 'x', 'metadata': {'source_id': 'id.md'}},
+        'a bare string', None, {'content': 'bad score', 'metadata': {'source': '<b>f</b>.md', 'score': 'n/a'}},
+    ]}
+    blocks = render.rag_message_blocks(message)
+    html = ''.join(blocks)
+    assert 'unknown source' in html and 'id.md' in html and 'page 3' in html
+    assert '&lt;b&gt;f&lt;/b&gt;.md' in html and 'score n/a' not in html
+    for odd in (None, 'text', {}, {'answer': None, 'docs': None}, {'docs': 'junk', 'cited': 'junk'}):
+        assert render.rag_message_blocks(odd)
+
+
+def test_not_found_and_degraded_answers_are_labelled():
+    not_found = render.rag_message_blocks({'answer': "I can't find that.", 'abstained': True, 'docs': []})
+    assert len(not_found) == 1 and 'rag-abstained' in not_found[0]
+    assert render.NOT_FOUND_LABEL in not_found[0] and 'I can&#x27;t find that.' in not_found[0]
+    degraded = render.rag_message_blocks({'answer': 'Passages [1].', 'degraded': True,
+                                          'docs': [{'content': 'c', 'metadata': {'source': 'a.pdf'}}]})
+    assert 'rag-degraded-note' in degraded[0] and render.DEGRADED_LABEL in degraded[0]
+    assert any('rag-sources' in block for block in degraded)
+
+
+def test_client_replaces_partials_then_the_final_answer_ends_them():
+    changes = []
+    connection = ChatConnection('ws://unused', on_change=lambda: changes.append(1))
+    connection.apply({'action': 'bot_reply_str', 'message': 'Hi!'})
+    connection.apply({'action': 'bot_reply_rag_partial', 'message': {'answer': 'Deleted'}})
+    connection.apply({'action': 'bot_reply_rag_partial', 'message': {'answer': 'Deleted notes'}})
+    snapshot = connection.snapshot()
+    assert snapshot.partial == 'Deleted notes' and len(snapshot.messages) == 1
+    connection.apply({'action': 'bot_reply_rag', 'message': {'answer': 'Deleted notes stay 30 days [1].'}})
+    connection.apply({'action': 'something_new', 'message': 1})  # ignored
+    snapshot = connection.snapshot()
+    assert snapshot.partial is None
+    assert [(m.role, m.kind) for m in snapshot.messages] == [('assistant', 'markdown'), ('assistant', 'rag')]
+    assert len(changes) == 4
+    connection.apply({'action': 'bot_reply_options', 'message': json.dumps({'0': 'yes', '1': 'no'})})
+    assert connection.snapshot().messages[-1].content == ['yes', 'no']
+
+
+def test_changes_while_the_page_is_drawn_rerun_it_once_drawn():
+    changes = []
+    connection = ChatConnection('ws://unused', on_change=lambda: changes.append(1))
+    snapshot = connection.begin_render()
+    connection.apply({'action': 'bot_reply_rag_partial', 'message': {'answer': 'Dele'}})
+    assert changes == []  # no rerun request in the middle of a run (a fast stream would starve the page)
+    assert connection.end_render(snapshot) is True  # the page draws again
+    snapshot = connection.begin_render()
+    assert connection.end_render(snapshot) is False
+    connection.apply({'action': 'bot_reply_rag_partial', 'message': {'answer': 'Deleted'}})
+    assert changes == [1]
+
+
+def test_snippets_show_what_the_answer_took():
+    content = ('Tags help you find notes. ' * 12 + 'Deleted notes stay in the trash for 30 days. '
+               + 'Restore them from the sidebar. ' * 10)
+    assert render.snippet(content, focus='Deleted notes stay in the trash for 30 days [1].').startswith(
+        '… Deleted notes stay in the trash for 30 days.')
+    assert render.snippet(content).startswith('Tags help you find notes.')
+    assert render.snippet('## Heading\n\nshort') == 'Heading short'
+
+
+# ---- a real bot and its web chat in a headless browser --------------------------------------------------------------
+@contextlib.contextmanager
+def running_webchat(setup: Callable[[Any, Any], None], log_file: Path) -> Iterator[tuple[Any, Any, int, str]]:
+    """Run a real BBF bot with the RAG web chat, websocket and UI on free 127.0.0.1 ports.
+
+    Yields ``(bot, platform, websocket port, UI url)`` once both accept connections.
+    """
+    from besser.bot.core.bot import Bot
+    from besser.bot.platforms import websocket
+
+    from rag_plugin.channels.webchat import use_rag_webchat
+    bot = Bot('Nimbus Notes help')
+    ws_port, ui_port = free_port(), free_port()
+    bot.set_property(websocket.WEBSOCKET_HOST, '127.0.0.1')
+    bot.set_property(websocket.WEBSOCKET_PORT, ws_port)
+    bot.set_property(websocket.STREAMLIT_HOST, '127.0.0.1')
+    bot.set_property(websocket.STREAMLIT_PORT, ui_port)
+    platform = use_rag_webchat(bot, headless=True, ui_log=str(log_file))
+    setup(bot, platform)
+    bot.run(sleep=False)
+    url = f'http://127.0.0.1:{ui_port}'
+    try:
+        deadline = time.monotonic() + 90
+        while True:  # the websocket server, then Streamlit's health check
+            with contextlib.suppress(OSError), socket.create_connection(('127.0.0.1', ws_port), timeout=1), \
+                    urllib.request.urlopen(f'{url}/_stcore/health', timeout=2) as response:
+                if response.status == 200:
+                    break
+            process = platform.ui_process
+            if (process is not None and process.poll() is not None) or time.monotonic() > deadline:
+                raise RuntimeError(f'the web chat did not start:\n{log_file.read_text(errors="replace")[-3000:]}')
+            time.sleep(0.2)
+        yield bot, platform, ws_port, url
+    finally:
+        process = platform.ui_process
+        stopper = threading.Thread(target=bot.stop, daemon=True)
+        stopper.start()
+        stopper.join(20)
+        platform.stop_ui()
+        assert process is None or process.poll() is not None, 'the Streamlit UI is still running'
+
+
+def webchat_states(bot, platform, rag):
+    """The states of bots/rag_bot.py: greet, answer with streaming, add uploaded files."""
+    from besser.bot.core.session import Session
+
+    from rag_plugin.channels.webchat import describe_ingestion
+    from rag_plugin.channels.websocket import reply_rag_streaming
+    initial = bot.new_state('initial', initial=True)
+    answer = bot.new_state('answer')
+    upload = bot.new_state('upload')
+
+    def initial_body(session: Session) -> None:
+        session.reply('Hi! Ask me about the Nimbus Notes guides.')
+
+    def answer_body(session: Session) -> None:
+        reply_rag_streaming(platform, session, rag)
+
+    def upload_body(session: Session) -> None:
+        session.reply(describe_ingestion(rag.add_file(session.file)))
+
+    for state, body in ((initial, initial_body), (answer, answer_body), (upload, upload_body)):
+        state.set_body(body)
+        state.when_no_intent_matched_go_to(answer)
+        state.when_file_received_go_to(upload)
+
+
+@pytest.fixture
+def browser():
+    sync_api = pytest.importorskip('playwright.sync_api', reason='the playwright package (dev extra) is needed')
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip(f'no Chromium at {CHROMIUM} (make test installs it: apt-get install -y chromium)')
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=TIMEOUT_MS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def ask(page, question: str) -> None:
+    box = page.get_by_test_id('stChatInputTextArea')
+    box.fill(question)
+    box.press('Enter')
+
+
+def bubbles(page):
+    return page.get_by_test_id('stChatMessage')
+
+
+def normalized(text: str) -> str:
+    return ' '.join(text.replace('\u258c', ' ').split())
+
+
+def test_web_chat_answers_with_sources_not_found_upload_and_streaming(browser, corpus_store, tmp_path):
+    from playwright.sync_api import expect
+
+    from rag_plugin import RAG, ExtractiveLLM, default_splitter, openai_llm
+    expect.set_options(timeout=TIMEOUT_MS)
+    with FakeOpenAIServer() as llm_server, contextlib.ExitStack() as stack:
+        llm_server.responder = lambda body: STREAMED_ANSWER
+        llm_server.stream_delay = 0.15
+        rags = []
+
+        def setup(bot, platform):
+            ExtractiveLLM(bot)
+            openai_llm(bot, 'gpt-4o-mini', api_key='k', base_url=llm_server.base_url)
+            rags.append(RAG(bot, corpus_store, default_splitter(), 'extractive'))
+            webchat_states(bot, platform, rags[0])
+
+        bot, platform, ws_port, url = stack.enter_context(running_webchat(setup, tmp_path / 'streamlit.log'))
+        rag = rags[0]
+        page = browser.new_page(viewport={'width': 1280, 'height': 1100})
+        page.set_default_timeout(TIMEOUT_MS)
+        page.goto(url, wait_until='domcontentloaded')
+        expect(page.get_by_text('Ask me about the Nimbus Notes guides')).to_be_visible()
+
+        # An answer with visible citation markers and its sources: file, page, score, snippet
+        ask(page, QUESTION)
+        answer = bubbles(page).filter(has=page.locator('.rag-sources')).last
+        expect(answer).to_contain_text('30 days')
+        expect(answer.locator('.rag-cite').first).to_be_visible()
+        cited = answer.locator('.rag-source-cited').first
+        expect(cited.locator('.rag-source-file')).to_have_text('getting_started.pdf')
+        expect(cited.locator('.rag-source-page')).to_have_text('page 4')
+        expect(cited.locator('.rag-source-score')).to_have_text(re.compile(r'score \d\.\d\d'))
+        expect(cited.locator('.rag-snippet')).to_contain_text('30 days')
+        expect(answer).to_contain_text('answered by extractive')
+        for path in SCREENSHOTS:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(path))
+
+        # A question the documents don't answer: the "not found" style
+        ask(page, 'Who won the 2018 FIFA World Cup?')
+        not_found = page.locator('.rag-abstained')
+        expect(not_found).to_have_count(1)
+        expect(not_found.locator('.rag-badge-not-found')).to_have_text(render.NOT_FOUND_LABEL)
+        expect(not_found).to_contain_text("can't find")
+        expect(bubbles(page).last.locator('.rag-sources')).to_have_count(0)
+
+        # Upload a Markdown file from the chat; the bot adds it and says so; then it answers from it
+        page.get_by_test_id('stFileUploaderDropzoneInput').set_input_files(
+            files=[{'name': 'team_handbook.md', 'mimeType': 'text/markdown', 'buffer': HANDBOOK.encode()}])
+        expect(page.get_by_text('Added team_handbook.md: 1 chunk')).to_be_visible()
+        expect(page.get_by_text('Sent team_handbook.md')).to_be_visible()
+        ask(page, 'When are the office plants watered?')
+        plants = bubbles(page).filter(has=page.locator('.rag-sources')).filter(has_text='Tuesday')
+        expect(plants.locator('.rag-source-cited .rag-source-file').first).to_have_text('team_handbook.md')
+
+        # Streaming: partial answers grow in ONE bubble, which the final answer (with sources) replaces. The page
+        # records what it shows (polling from here would miss states while the browser is busy drawing).
+        rag.llm_name = 'gpt-4o-mini'
+        n_answers = page.locator('.rag-sources').count()
+        page.evaluate(RECORD_PARTIALS)
+        ask(page, QUESTION)
+        expect(page.locator('.rag-sources')).to_have_count(n_answers + 1)
+        final = bubbles(page).last
+        expect(final.locator('.rag-source-cited .rag-source-file').first).to_have_text('getting_started.pdf')
+        expect(final).to_contain_text('answered by gpt-4o-mini')
+        expect(page.locator('.rag-streaming')).to_have_count(0)
+        final_text = normalized(final.get_by_test_id('stMarkdownContainer').first.inner_text())
+        records = page.evaluate('window.__partials')
+        seen = list(dict.fromkeys(normalized(text) for text, _ in records))
+        assert len(seen) >= 2, records
+        assert all(final_text.startswith(text) for text in seen), (seen, final_text)
+        assert {count for _, count in records} == {bubbles(page).count()}, 'the partial bubble was not replaced'
+        page.screenshot(path=str(ROOT / 'artifacts' / 'webchat_end.png'), full_page=True)
+
+
+def test_upload_payload_reaches_the_bot_and_is_ingested(corpus_store):
+    """The upload path without a browser: BBF's user_file payload -> file transition -> rag.add_file -> reply."""
+    import base64
+
+    from rag_plugin import RAG, ExtractiveLLM, default_splitter
+
+    def setup(bot, platform):
+        ExtractiveLLM(bot)
+        webchat_states(bot, platform, RAG(bot, corpus_store, default_splitter(), 'extractive'))
+
+    with running_bot(setup) as (bot, port):
+        client = BotClient(port)
+        try:
+            client.wait_for('bot_reply_str', timeout=30)
+
+            def upload(name: str, data: bytes) -> str:
+                mark = len(client.received)
+                file_json = json.dumps({'name': name, 'type': 'text/markdown',
+                                        'base64': base64.b64encode(data).decode()})
+                client.ws.send(json.dumps({'action': 'user_file', 'message': file_json}))
+                return client.wait_for('bot_reply_str', timeout=60, after=mark)['message']
+
+            assert upload('team_handbook.md', HANDBOOK.encode()) == \
+                'Added team_handbook.md: 1 chunk. You can ask about it now.'
+            assert 'already in the documents' in upload('team_handbook.md', HANDBOOK.encode())
+            assert upload('virus.exe', b'MZ...').startswith('Could not add virus.exe: ')
+            payload = client.ask('When are the office plants watered?')
+            assert 'Tuesday' in payload['message']['answer']
+            assert payload['message']['sources'][0]['source'] == 'team_handbook.md'
+        finally:
+            client.close()
+
+
+def test_use_rag_webchat_runs_our_app_with_bbf_arguments(tmp_path):
+    from besser.bot.core.bot import Bot
+    from besser.bot.platforms.websocket.websocket_platform import WebSocketPlatform
+
+    from rag_plugin.channels.webchat import APP_PATH, streamlit_command, use_rag_webchat
+    bot = Bot('a_bot')
+    platform = use_rag_webchat(bot)
+    assert isinstance(platform, WebSocketPlatform) and platform in bot._platforms and platform._use_ui is False
+    command = streamlit_command('a_bot', 'localhost', 8765, '0.0.0.0', 5000)
+    assert command[1:4] == ['-m', 'rag_plugin.channels.webchat_ui.launch', 'run'] and '--server.headless' in command
+    assert command[-4:] == [str(APP_PATH), 'a_bot', 'localhost', '8765']
+    assert command[command.index('--server.port') + 1] == '5000'
+    assert shutil.which(command[0]) and APP_PATH.is_file()
