@@ -20,6 +20,8 @@ from besser.bot.core.bot import Bot  # noqa: E402
 from besser.bot.core.session import Session  # noqa: E402
 
 from rag_plugin import RAG, RAGMessage, default_llm, default_splitter, default_vector_store  # noqa: E402
+from rag_plugin.rag import LAST_RAG_MESSAGE_KEY  # noqa: E402
+from rag_plugin.channels.events import on_rag_outcomes  # noqa: E402
 from rag_plugin.channels.webchat import describe_ingestion, use_rag_webchat  # noqa: E402
 from rag_plugin.channels.websocket import reply_rag_streaming  # noqa: E402
 
@@ -57,6 +59,7 @@ logging.info('[rag_bot] %s', str(report).splitlines()[0])
 # STATES
 initial_state = bot.new_state('initial_state', initial=True)
 rag_state = bot.new_state('rag_state')
+clarify_state = bot.new_state('clarify_state')
 upload_state = bot.new_state('upload_state')
 
 
@@ -71,6 +74,11 @@ initial_state.when_file_received_go_to(upload_state)
 
 
 def rag_body(session: Session):
+    if session.message.strip().lower() == '/overview':
+        # the bootstrap map of the documents: summary, key points per document, critical points, follow-ups
+        session.set(LAST_RAG_MESSAGE_KEY, None)  # no RAG answer this turn: no outcome event fires
+        websocket_platform.reply_markdown(session, rag.context_plus_summary('')['synthesis'])
+        return
     # streams the answer as the LLM writes it (bot_reply_rag_partial), then sends the final one with its sources
     rag_message: RAGMessage = reply_rag_streaming(websocket_platform, session, rag)
     if rag_message.degraded:
@@ -78,8 +86,19 @@ def rag_body(session: Session):
 
 
 rag_state.set_body(rag_body)
+on_rag_outcomes(rag_state, abstained=clarify_state)  # nothing relevant found: ask the user to clarify
 rag_state.when_no_intent_matched_go_to(rag_state)
 rag_state.when_file_received_go_to(upload_state)
+
+
+def clarify_body(session: Session):
+    session.reply('The guides do not seem to cover that. Could you name the feature, setting or error code you mean? '
+                  'Type /overview to see what the guides cover.')
+
+
+clarify_state.set_body(clarify_body)
+clarify_state.when_no_intent_matched_go_to(rag_state)
+clarify_state.when_file_received_go_to(upload_state)
 
 
 def upload_body(session: Session):

@@ -304,7 +304,8 @@ class RAG:
             self._remember(session, result)
             return result
         lexical = getattr(self.retriever, 'lexical', None)
-        decision = self.guard.check(retrieved, query, lexical.idf if lexical is not None else None)
+        # Coverage is judged on what the user asked, not on words a rewrite carried over from earlier turns.
+        decision = self.guard.check(retrieved, question, lexical.idf if lexical is not None else None)
         generation = None
         if decision.abstain:
             result = RAGMessage(llm_name, question, self.not_found_answer, [], confidence='low', abstained=True,

@@ -24,8 +24,8 @@ REWRITE_PROMPT = (
 )
 """str: the rewrite prompt (``{history}`` and ``{question}`` are filled in)."""
 
-_REFERRING = re.compile(r"\b(it|its|it's|this|that|these|those|they|them|their|one|ones|there|he|she|him|her|"
-                        r"same|such|other|another|former|latter|above)\b", re.I)
+_REFERRING = re.compile(r"\b(it|its|it's|this|that|these|those|they|them|their|one|ones|he|she|him|her|"
+                        r"same|such|other|another|former|latter|above)\b", re.I)  # not "there": "is there..."
 
 
 class HeuristicRewriter:
