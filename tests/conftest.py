@@ -153,8 +153,12 @@ def running_bot(setup: Callable[[Any], None], name: str = 'test_bot', properties
         stopper.join(10)
 
 
-def simple_rag_states(bot, platform, rag_factory: Callable[[Any], Any]):
-    """States of a minimal RAG bot: greet, then answer every message with the RAG."""
+def simple_rag_states(bot, platform, rag_factory: Callable[[Any], Any],
+                      reply: Optional[Callable[[Any, Any, Any], Any]] = None):
+    """States of a minimal RAG bot: greet, then answer every message with the RAG.
+
+    ``reply(platform, session, rag)`` sends the answer (default: BBF's ``platform.reply_rag`` of ``session.run_rag()``).
+    """
     from besser.bot.core.session import Session
     rag = rag_factory(bot)
     initial = bot.new_state('initial', initial=True)
@@ -166,7 +170,10 @@ def simple_rag_states(bot, platform, rag_factory: Callable[[Any], Any]):
     initial.when_no_intent_matched_go_to(answer)
 
     def answer_body(session: Session) -> None:
-        platform.reply_rag(session, session.run_rag())
+        if reply is None:
+            platform.reply_rag(session, session.run_rag())
+        else:
+            reply(platform, session, rag)
     answer.set_body(answer_body)
     answer.when_no_intent_matched_go_to(answer)
     return rag

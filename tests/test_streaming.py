@@ -4,7 +4,7 @@ The LLM is the real OpenAI client (langchain-openai) against the local FakeOpenA
 SSE chunk every ``stream_delay`` seconds.
 """
 import pytest
-from conftest import BotClient, running_bot
+from conftest import BotClient, running_bot, simple_rag_states
 from fake_openai_server import FakeOpenAIServer
 
 from rag_plugin.channels.websocket import PARTIAL_ACTION, PartialSender, partial_payload, reply_rag_streaming
@@ -16,21 +16,7 @@ LLM_ANSWER = ('Deleted notes stay in the trash for 30 days [1], and after that t
 
 def streaming_states(bot, platform, rag_factory):
     """A minimal RAG bot whose answers are streamed with reply_rag_streaming."""
-    from besser.bot.core.session import Session
-    rag = rag_factory(bot)
-    initial = bot.new_state('initial', initial=True)
-    answer = bot.new_state('answer')
-
-    def initial_body(session: Session) -> None:
-        session.reply('Hi!')
-    initial.set_body(initial_body)
-    initial.when_no_intent_matched_go_to(answer)
-
-    def answer_body(session: Session) -> None:
-        reply_rag_streaming(platform, session, rag)
-    answer.set_body(answer_body)
-    answer.when_no_intent_matched_go_to(answer)
-    return rag
+    return simple_rag_states(bot, platform, rag_factory, reply_rag_streaming)
 
 
 def openai_rag(corpus_store, server):

@@ -16,7 +16,7 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
-from conftest import ROOT
+from conftest import ROOT, simple_rag_states
 from fake_telegram_server import ApiCall, FakeTelegramServer
 
 FAKE_TOKEN = '123456:TEST-token_for-the-fake-server'
@@ -67,23 +67,10 @@ def new_telegram_bot(setup: Callable, name: str = 'telegram_test_bot'):
 
 def rag_states(bot, platform, rag_factory: Callable, parse_mode: str = 'HTML'):
     """Greet, then answer every message with the RAG through reply_rag."""
-    from besser.bot.core.session import Session
-
     from rag_plugin.channels.telegram import reply_rag
-    rag = rag_factory(bot)
-    initial = bot.new_state('initial', initial=True)
-    answer = bot.new_state('answer')
-
-    def initial_body(session: Session) -> None:
-        session.reply('Hi!')
-    initial.set_body(initial_body)
-    initial.when_no_intent_matched_go_to(answer)
-
-    def answer_body(session: Session) -> None:
-        reply_rag(platform, session, session.run_rag(), parse_mode=parse_mode)
-    answer.set_body(answer_body)
-    answer.when_no_intent_matched_go_to(answer)
-    return rag
+    return simple_rag_states(bot, platform, rag_factory,
+                             lambda platform, session, rag: reply_rag(platform, session, session.run_rag(),
+                                                                      parse_mode=parse_mode))
 
 
 def last_rag_message(bot, chat_id: int = CHAT_ID):
