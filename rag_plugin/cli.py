@@ -64,6 +64,18 @@ def _context_options(args: argparse.Namespace) -> dict:
             'tags': tags or None, 'k': args.k}
 
 
+def _where(source_id: str, page=None, line_start=None, line_end=None, section=None) -> str:
+    """'file, page N, lines a-b, "section"' with the parts that are known."""
+    where = [source_id]
+    if page is not None:
+        where.append(f'page {page}')
+    if line_start is not None:
+        where.append(f'lines {line_start}-{line_end}')
+    if section:
+        where.append(f'"{section}"')
+    return ', '.join(where)
+
+
 def _print_context(package: dict) -> None:
     print(f"[{package['intent']}, {package['mode']}] {package['summary']}")
     if package.get('synthesis'):
@@ -76,14 +88,9 @@ def _print_context(package: dict) -> None:
             print(f'  - {point}')
     print(f"\nItems ({len(package['items'])}):")
     for n, item in enumerate(package['items'], start=1):
-        where = [item['source_id']]
-        if item.get('page') is not None:
-            where.append(f"page {item['page']}")
-        if item.get('line_start') is not None:
-            where.append(f"lines {item['line_start']}-{item['line_end']}")
-        if item.get('section'):
-            where.append(f"\"{item['section']}\"")
-        print(f"  [{n}] {', '.join(where)} (score {item['score']:.2f})")
+        where = _where(item['source_id'], item.get('page'), item.get('line_start'), item.get('line_end'),
+                       item.get('section'))
+        print(f"  [{n}] {where} (score {item['score']:.2f})")
     questions = package['follow_up_refs']['suggested_questions']
     if questions:
         print('\nFollow-up questions:')
@@ -122,14 +129,8 @@ def cmd_answer(args: argparse.Namespace) -> int:
     if result['citations']:
         print('\nCitations:')
         for c in result['citations']:
-            where = [c['source_id']]
-            if c.get('page') is not None:
-                where.append(f"page {c['page']}")
-            if c.get('lineStart') is not None:
-                where.append(f"lines {c['lineStart']}-{c['lineEnd']}")
-            if c.get('sectionTitle'):
-                where.append(f"\"{c['sectionTitle']}\"")
-            print(f"  [{c['n']}] {', '.join(where)}")
+            where = _where(c['source_id'], c.get('page'), c.get('lineStart'), c.get('lineEnd'), c.get('sectionTitle'))
+            print(f"  [{c['n']}] {where}")
     if result['criticalPoints']:
         print('\nCritical points:')
         for point in result['criticalPoints']:
