@@ -7,12 +7,13 @@ Switch a BBF bot by changing one import::
 Names are imported on first use, so ``python -m rag_plugin`` sub-commands that need neither BBF nor torch start
 quickly.
 """
-import importlib
 import os
 
 os.environ.setdefault('USE_TF', '0')  # transformers must not import TensorFlow for the embeddings
 
 __version__ = '0.1.0'
+
+from rag_plugin._lazy import lazy_exports  # noqa: E402
 
 _EXPORTS = {
     'RAG': 'rag_plugin.rag',
@@ -39,12 +40,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
-
-
-def __dir__():
-    return sorted(list(globals()) + __all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

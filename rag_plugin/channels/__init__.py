@@ -8,7 +8,8 @@
 
 Names are imported on first use: importing this package loads neither python-telegram-bot nor BBF.
 """
-import importlib
+
+from rag_plugin._lazy import lazy_exports  # noqa: E402
 
 _EXPORTS = {
     'reply_rag': 'rag_plugin.channels.telegram',
@@ -27,12 +28,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
-
-
-def __dir__():
-    return sorted(list(globals()) + __all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
