@@ -113,7 +113,6 @@ class _Pending:
     """A file version whose chunks are being written."""
     root: str
     source_id: str
-    result: FileResult
     remaining: int
 
 
@@ -351,7 +350,7 @@ class Ingestor:
             self.ledger.begin(root, source_id, document_id, len(chunks), loaded.title, ingested_at, record)
             result = FileResult(source_id, 'updated' if record else 'added', chunks=len(chunks))
             report.files.append(result)
-            in_flight.append(_Pending(root, source_id, result, len(chunks)))
+            in_flight.append(_Pending(root, source_id, len(chunks)))
             to_write.extend(chunks)
         files_bar.close()
         self._write(to_write, in_flight, report, progress)
@@ -394,10 +393,6 @@ class Ingestor:
             self._delete(old)
             report.chunks_removed += len(old)
         self.ledger.commit(pending.root, pending.source_id)
-
-    def stats(self) -> list[FileRecord]:
-        """Return what the store holds, one ledger row per document."""
-        return self.ledger.all()
 
 
 def ledger_for(vector_store: VectorStore, path: Optional[str] = None) -> Ledger:
