@@ -2,13 +2,16 @@
 
 Usage::
 
-    python benchmarks/ingest.py [FOLDER ...] [--repeat N] [--quick] [--json OUT] [--bbf-floor]
+    python benchmarks/ingest.py [FOLDER ...] [--repeat N] [--quick] [--json OUT] [--bbf-floor] [--same-runtime]
 
-For each folder both run in the same process, with the same embedding model (warmed up first), the same splitter and
-a fresh persistent Chroma store each (cosine space, in a temporary folder). Measured per side: pages, chunks, first
+For each folder both run in the same process, with the same embedding model (all-MiniLM-L6-v2, warmed up first), the
+same splitter and a fresh persistent Chroma store each (cosine space, in a temporary folder). BBF embeds through
+sentence-transformers on PyTorch, as a BBF bot does; rag_plugin through its default embeddings, which run the same
+model on ONNX Runtime (same vectors: the max difference is printed; ``--same-runtime`` gives BBF that runtime too). Measured per side: pages, chunks, first
 ingestion time, pages/s, re-ingestion time of the unchanged folder on the same store, chunk count and duplicates
 after re-ingestion, and a breakdown of the first ingestion (PDF parsing, splitting, embedding, Chroma, ledger...).
-The embedding floor is the time ``embed_documents`` takes on the chunk texts rag_plugin produced, in batches of 128.
+The embedding floor is the time rag_plugin's ``embed_documents`` takes on the chunk texts it produced, in batches of
+128 (the PyTorch floor of the same chunks is shown beside it).
 
 Targets (summary line): rag_plugin >= 1.5x BBF's first-ingestion speed (pages/s), first ingestion <= 1.2x the
 embedding floor, re-ingestion <= 3 % of the first, 0 duplicates. With ``--repeat N`` every measurement runs N times
@@ -228,12 +231,13 @@ def _derive(side: dict, floor: Optional[float]) -> dict:
     return side
 
 
-def bench_folder(folder: Path, embeddings, repeat: int, bbf_floor: bool, bbf_reingest: bool = True) -> dict:
+def bench_folder(folder: Path, embeddings, bbf_embeddings, repeat: int, bbf_floor: bool,
+                 bbf_reingest: bool = True) -> dict:
     runs = []
     load_before = os.getloadavg()
     for i in range(repeat):
         print(f'  run {i + 1}/{repeat}: BBF 1.5 ...', flush=True)
-        bbf = run_bbf(folder, embeddings, bbf_reingest)
+        bbf = run_bbf(folder, bbf_embeddings, bbf_reingest)
         print(f'    first {bbf["first_s"]:.2f} s, re-ingestion '
               f'{bbf["reingest_s"] if bbf["reingest_s"] is None else round(bbf["reingest_s"], 2)} s'
               f'{"  ERROR " + bbf["error"] if bbf["error"] else ""}', flush=True)
@@ -243,10 +247,10 @@ def bench_folder(folder: Path, embeddings, repeat: int, bbf_floor: bool, bbf_rei
         print(f'  run {i + 1}/{repeat}: embedding floor of {len(ours["texts"])} chunks ...', flush=True)
         floor = embed_floor(embeddings, ours['texts'])
         print(f'    {floor:.2f} s', flush=True)
-        bbf['floor_s'] = floor
+        bbf['floor_s'] = embed_floor(bbf_embeddings, ours['texts']) if bbf_embeddings is not embeddings else floor
         ours['floor_s'] = floor
         if bbf_floor and bbf['texts']:
-            bbf['own_floor_s'] = embed_floor(embeddings, bbf['texts'])
+            bbf['own_floor_s'] = embed_floor(bbf_embeddings, bbf['texts'])
             print(f'    BBF chunks floor: {bbf["own_floor_s"]:.2f} s', flush=True)
         for side in (bbf, ours):
             side.pop('texts', None)
@@ -304,7 +308,7 @@ def render(result: dict) -> str:
         ('chunks (after first ingestion)', both('chunks'), 'int'),
         ('first ingestion', both('first_s'), 's'),
         ('pages/s', both('pages_per_s'), 'rate'),
-        (f'embedding floor (our chunks, batches of {FLOOR_BATCH})', both('floor_s'), 's'),
+        (f'embedding floor (our chunks, batches of {FLOOR_BATCH}, own runtime)', both('floor_s'), 's'),
     ]
     if bbf.get('own_floor_s') is not None:
         rows.append(('embedding floor (own chunks)', [bbf['own_floor_s'], None], 's'))
@@ -331,7 +335,8 @@ def render(result: dict) -> str:
         rows.append((label, cells, 'str'))
     title = f'Ingestion: {_label(result["folder"])}' + (f'  (median of {result["repeat"]} runs)' if result['repeat'] > 1 else '')
     text = format_table(title, ['BBF 1.5', 'rag_plugin'], rows)
-    notes = [f'load average (1/5/15 min) before: {"/".join(f"{x:.2f}" for x in result["load_before"])}, after: '
+    notes = [f'embedding runtime: BBF {result["runtimes"][0]}, rag_plugin {result["runtimes"][1]}',
+             f'load average (1/5/15 min) before: {"/".join(f"{x:.2f}" for x in result["load_before"])}, after: '
              f'{"/".join(f"{x:.2f}" for x in result["load_after"])} on {os.cpu_count()} CPUs (other processes skew timings)']
     if not result['bbf_reingest'] and not bbf['error']:
         notes.append('BBF re-ingestion skipped (--no-bbf-reingest); BBF 1.5 has no deduplication, so it re-parses and '
@@ -366,6 +371,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument('--no-bbf-reingest', action='store_true',
                         help="skip BBF's re-ingestion (it redoes the whole first ingestion; saves time on big folders)")
     parser.add_argument('--bbf-floor', action='store_true', help="also time the embedding of BBF's own chunks")
+    parser.add_argument('--same-runtime', action='store_true',
+                        help="give BBF rag_plugin's embeddings (ONNX Runtime) instead of sentence-transformers on PyTorch")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error('--repeat must be >= 1')
@@ -382,7 +389,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         if not folder.is_dir():
             parser.error(f'not a folder: {folder}')
 
-    from rag_plugin import default_embeddings
+    import numpy as np
+
+    from rag_plugin import SentenceTransformerEmbeddings, default_embeddings
     import besser.bot.nlp.rag.rag  # noqa: F401 - import costs outside the timings
     import langchain_community.document_loaders  # noqa: F401
     import pypdf  # noqa: F401
@@ -390,14 +399,23 @@ def main(argv: Optional[list[str]] = None) -> int:
     import torch
     print(f'Loading and warming up the embedding model (torch threads: {torch.get_num_threads()}) ...', flush=True)
     embeddings = default_embeddings()
-    embeddings.embed_documents(['warm-up sentence number %d about documents and questions.' % i for i in range(32)])
-    embeddings.embed_documents(['a longer warm-up paragraph ' * 30] * 8)
-    print(f'model: {getattr(embeddings, "model_name", type(embeddings).__name__)}', flush=True)
+    bbf_embeddings = embeddings if args.same_runtime else SentenceTransformerEmbeddings(backend='torch')
+    warm = ['warm-up sentence number %d about documents and questions.' % i for i in range(32)]
+    for side in {id(embeddings): embeddings, id(bbf_embeddings): bbf_embeddings}.values():
+        side.embed_documents(warm)
+        side.embed_documents(['a longer warm-up paragraph ' * 30] * 8)
+    difference = float(np.abs(np.array(embeddings.embed_documents(warm)) -
+                              np.array(bbf_embeddings.embed_documents(warm))).max())
+    runtimes = [f'{getattr(e, "backend", type(e).__name__)} (batch {getattr(e, "batch_size", "?")})'
+                for e in (bbf_embeddings, embeddings)]
+    print(f'model: {getattr(embeddings, "model_name", type(embeddings).__name__)}; BBF: {runtimes[0]}, '
+          f'rag_plugin: {runtimes[1]}; max vector difference {difference:.1e}', flush=True)
 
     results, tables = [], []
     for folder in folders:
         print(f'\n== {folder} ==', flush=True)
-        result = bench_folder(folder, embeddings, args.repeat, args.bbf_floor, not args.no_bbf_reingest)
+        result = bench_folder(folder, embeddings, bbf_embeddings, args.repeat, args.bbf_floor, not args.no_bbf_reingest)
+        result['runtimes'] = runtimes
         table = render(result)
         print('\n' + table + '\n', flush=True)
         results.append(result)
