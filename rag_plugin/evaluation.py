@@ -131,7 +131,8 @@ def _percentile(values: list[float], q: float) -> float:
 def evaluate_retriever(name: str, retrieve: Retrieve, items: list[QAItem], ks: tuple[int, ...] = (1, 4, 10),
                        threshold: Optional[float] = None, max_false: float = 0.05,
                        idf: Optional[Callable[[str], float]] = None, min_coverage: float = 0.0,
-                       guard_k: int = 4) -> ConfigResult:
+                       guard_k: int = 4, vocabulary: Optional[Callable[[str], bool]] = None,
+                       max_unknown: float = 1.01) -> ConfigResult:
     """Run every question through ``retrieve`` once (at the largest k, at least 10) and compute the metrics.
 
     Args:
@@ -143,9 +144,12 @@ def evaluate_retriever(name: str, retrieve: Retrieve, items: list[QAItem], ks: t
         max_false (float): false-abstention budget of the suggested threshold
         idf (Callable[[str], float]): corpus IDF, to measure the guard's coverage check (None: not measured)
         min_coverage (float): the coverage threshold abstention is reported at
+        vocabulary (Callable[[str], bool]): whether the corpus uses a word, for the guard's vocabulary check (None:
+            not measured)
+        max_unknown (float): the vocabulary check's threshold abstention is reported at
         guard_k (int): the guard sees the top ``guard_k`` chunks, as the RAG does with its ``k``
     """
-    from rag_plugin.guard import term_coverage
+    from rag_plugin.guard import term_coverage, unknown_share
     depth = max(max(ks), 10)
     result = ConfigResult(name)
     latencies, best_ok, best_no = [], [], []
@@ -157,6 +161,8 @@ def evaluate_retriever(name: str, retrieve: Retrieve, items: list[QAItem], ks: t
         scores = [d.metadata.get('score') for d in docs[:guard_k] if d.metadata.get('score') is not None]
         best = max(scores) if scores else None
         coverage = term_coverage(item.question, docs[:guard_k], idf) if idf is not None else 1.0
+        if idf is not None and vocabulary is not None and unknown_share(item.question, vocabulary, idf) >= max_unknown:
+            coverage = -1.0  # the vocabulary check abstains whatever the other signals say
         if not item.answerable:
             result.n_unanswerable += 1
             if best is not None:
@@ -350,7 +356,7 @@ def run_evaluation(pdfs: str, qa_files: list[str], ks: tuple[int, ...] = (1, 4, 
         list[ConfigResult]: one per configuration, the baseline first when asked for
     """
     from rag_plugin.defaults import default_embeddings
-    from rag_plugin.guard import DEFAULT_MIN_COVERAGE, DEFAULT_RELEVANCE_THRESHOLD
+    from rag_plugin.guard import DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE, DEFAULT_RELEVANCE_THRESHOLD
     from rag_plugin.retrieve import LexicalIndex
     threshold = DEFAULT_RELEVANCE_THRESHOLD if threshold is None else threshold
     items = [item for path in qa_files for item in load_qa(path)]
@@ -360,14 +366,17 @@ def run_evaluation(pdfs: str, qa_files: list[str], ks: tuple[int, ...] = (1, 4, 
     if baseline:
         results.append(evaluate_retriever('BBF 1.5', bbf_retrieve(bbf_store(folder, cache, embeddings)), items, ks))
     store, _ = ours_store(folder, cache, embeddings, progress)
-    idf = LexicalIndex(store).idf
+    lexical = LexicalIndex(store)
+    idf = lexical.idf
     for name in configs:
         retrieve = make_retriever(name, store)
         retrieve('warm-up', 1)
         hybrid = name.startswith('hybrid')  # the coverage check needs the lexical index: hybrid only
         results.append(evaluate_retriever(name, retrieve, items, ks, threshold=threshold,
                                           idf=idf if hybrid else None,
-                                          min_coverage=DEFAULT_MIN_COVERAGE if hybrid else 0.0))
+                                          min_coverage=DEFAULT_MIN_COVERAGE if hybrid else 0.0,
+                                          vocabulary=lexical.knows if hybrid else None,
+                                          max_unknown=DEFAULT_MAX_UNKNOWN))
     return results
 
 

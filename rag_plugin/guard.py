@@ -10,13 +10,17 @@ Two checks, both measured (see README, "The guard"):
    do not answer ("Is there an Apple Watch app?": the chunks about apps match by meaning, but nothing mentions a
    watch). It needs the corpus statistics of the lexical index, so it applies with the hybrid retriever only.
 
-If either check fails the RAG abstains: it answers an honest "not in the documents" and does not call the LLM.
+3. **Vocabulary**: the question's distinctive words must occur somewhere in the documents. When words carrying
+   ``max_unknown`` or more of its IDF weight never occur ("Does Contoso give employees a free *laptop*?"), the
+   documents cannot answer it, however close the rest is; the reason names those words.
+
+If any check fails the RAG abstains: it answers an honest "not in the documents" and does not call the LLM.
 """
 from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from langchain_core.documents import Document
@@ -26,6 +30,9 @@ DEFAULT_RELEVANCE_THRESHOLD = 0.25
 
 DEFAULT_MIN_COVERAGE = 0.35
 """float: default minimum IDF-weighted coverage of the question's words by the retrieved chunks (measured)."""
+
+DEFAULT_MAX_UNKNOWN = 0.35
+"""float: default maximum IDF-weighted share of the question's words that the documents never use (measured)."""
 
 DEFAULT_NOT_FOUND_ANSWER = "I can't find this in the available documents."
 """str: the default answer when the RAG abstains."""
@@ -56,7 +63,17 @@ def _found(term: str, words: set[str]) -> bool:
     parts = [p for p in re.split(r'[-_./]+', term) if p]
     if len(parts) > 1 and all(p in words or (len(p) > 3 and p.rstrip('s') in words) for p in parts):
         return True  # "prior-authorization" / "Plan_Details.pdf" written apart in the text
-    return len(term) > 5 and bool(difflib.get_close_matches(term, words, n=1, cutoff=0.85))  # typos
+    if len(term) >= 6 and any(w.startswith(term[:-1]) for w in words):
+        return True  # another form of the word: "respond" / "response"
+    if len(term) >= 6:
+        return bool(difflib.get_close_matches(term, words, n=1, cutoff=0.85))  # typos
+    # short words: only a dropped letter ("helth", "gendr"); one changed letter makes another word ("chat", "chart")
+    return len(term) >= 4 and any(len(w) == len(term) + 1 and _dropped_letter(term, w) for w in words)
+
+
+def _dropped_letter(term: str, word: str) -> bool:
+    letters = iter(word)
+    return all(c in letters for c in term)
 
 
 def term_coverage(question: str, docs: list[Document], idf: Callable[[str], float]) -> float:
@@ -78,6 +95,24 @@ def term_coverage(question: str, docs: list[Document], idf: Callable[[str], floa
     return covered / total if total else 1.0
 
 
+def unknown_share(question: str, vocabulary: Callable[[str], bool], idf: Callable[[str], float]) -> float:
+    """IDF-weighted share of the question's content words that the documents never use (0.0 when it has none).
+
+    A question about something the corpus does not mention at all ("a company car", "LASIK", "a Kanban view")
+    cannot be answered from it, however close its other words are. Typos and other forms of a word count as used.
+
+    Args:
+        question (str): the question
+        vocabulary (Callable[[str], bool]): whether a normalised word occurs in the corpus (exactly)
+        idf (Callable[[str], float]): corpus IDF of a word
+    """
+    terms = _content_terms(question)
+    total = sum(idf(t) for t in terms)
+    if not total:
+        return 0.0
+    unknown = [t for t in terms if not vocabulary(t)]
+    return sum(idf(t) for t in unknown) / total
+
 @dataclass
 class GuardDecision:
     """The guard's verdict.
@@ -89,6 +124,7 @@ class GuardDecision:
         threshold (float): the similarity threshold applied
         coverage (float | None): the question's coverage by the chunks (None when not measured)
         reason (str): why the guard abstained (empty when it did not)
+        unknown (list[str]): the question's words the documents never use (when measured)
     """
     abstain: bool
     confidence: str
@@ -96,6 +132,7 @@ class GuardDecision:
     threshold: float
     coverage: float | None = None
     reason: str = ''
+    unknown: list[str] = field(default_factory=list)
 
 
 class RelevanceGuard:
@@ -104,6 +141,8 @@ class RelevanceGuard:
     Args:
         threshold (float): minimum score of the best chunk to answer at all
         min_coverage (float): minimum coverage of the question's words (0 disables the check)
+        max_unknown (float): abstain when the words the documents never use carry this share of the question's IDF
+            weight or more (1.01 disables the check)
         high_margin (float): the best score must exceed ``threshold`` by this much for ``high`` confidence
         medium_margin (float): ... and by this much for ``medium`` (else ``low``)
 
@@ -113,31 +152,40 @@ class RelevanceGuard:
     """
 
     def __init__(self, threshold: float = DEFAULT_RELEVANCE_THRESHOLD, min_coverage: float = DEFAULT_MIN_COVERAGE,
-                 high_margin: float = 0.2, medium_margin: float = 0.08):
+                 high_margin: float = 0.2, medium_margin: float = 0.08, max_unknown: float = DEFAULT_MAX_UNKNOWN):
         self.threshold: float = threshold
         self.min_coverage: float = min_coverage
+        self.max_unknown: float = max_unknown
         self.high_margin: float = high_margin
         self.medium_margin: float = medium_margin
 
     def check(self, docs: list[Document], question: Optional[str] = None,
-              idf: Optional[Callable[[str], float]] = None) -> GuardDecision:
+              idf: Optional[Callable[[str], float]] = None,
+              vocabulary: Optional[Callable[[str], bool]] = None) -> GuardDecision:
         """Judge the retrieved chunks (each with ``metadata['score']``).
 
         Args:
             docs (list[Document]): the retrieved chunks
-            question (str): the searched query (for the coverage check)
+            question (str): the searched query (for the coverage and vocabulary checks)
             idf (Callable[[str], float]): corpus IDF of a word (for the coverage check; None skips it)
+            vocabulary (Callable[[str], bool]): whether the documents use a word (for the vocabulary check; None
+                skips it)
         """
         scores = [doc.metadata.get('score') for doc in docs if doc.metadata.get('score') is not None]
         if not scores:
             return GuardDecision(True, 'low', None, self.threshold, reason='nothing retrieved')
         best = max(scores)
         coverage = term_coverage(question, docs, idf) if question and idf is not None else None
+        unknown = [t for t in _content_terms(question) if not vocabulary(t)] \
+            if question and idf is not None and vocabulary is not None else []
         if best < self.threshold:
-            return GuardDecision(True, 'low', best, self.threshold, coverage, 'best score below the threshold')
+            return GuardDecision(True, 'low', best, self.threshold, coverage, 'best score below the threshold', unknown)
+        if unknown and unknown_share(question, vocabulary, idf) >= self.max_unknown:
+            return GuardDecision(True, 'low', best, self.threshold, coverage,
+                                 f'the documents never mention: {", ".join(unknown)}', unknown)
         if coverage is not None and coverage < self.min_coverage:
             return GuardDecision(True, 'low', best, self.threshold, coverage,
-                                 "the question's key words are not in the retrieved text")
+                                 "the question's key words are not in the retrieved text", unknown)
         if best >= self.threshold + self.high_margin:
             confidence = 'high'
         elif best >= self.threshold + self.medium_margin:
@@ -146,4 +194,4 @@ class RelevanceGuard:
             confidence = 'low'
         if coverage is not None and coverage < 0.75 and confidence == 'high':
             confidence = 'medium'
-        return GuardDecision(False, confidence, best, self.threshold, coverage)
+        return GuardDecision(False, confidence, best, self.threshold, coverage, unknown=unknown)

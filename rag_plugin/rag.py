@@ -13,8 +13,8 @@ from langchain_text_splitters import TextSplitter
 from rag_plugin.augment import DEFAULT_LLM_PROMPT, PromptBuilder
 from rag_plugin.citations import list_sources, resolve_citations
 from rag_plugin.generate.resilient import Generation, ResilientGenerator
-from rag_plugin.guard import (DEFAULT_MIN_COVERAGE, DEFAULT_NOT_FOUND_ANSWER, DEFAULT_RELEVANCE_THRESHOLD, GuardDecision,
-                              RelevanceGuard)
+from rag_plugin.guard import (DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE, DEFAULT_NOT_FOUND_ANSWER,
+                              DEFAULT_RELEVANCE_THRESHOLD, GuardDecision, RelevanceGuard)
 from rag_plugin.history import ConversationHistory
 from rag_plugin.ingest import IngestReport, Ingestor, ledger_for
 from rag_plugin.ingest.loaders import PDF_EXTENSIONS
@@ -64,6 +64,8 @@ class RAG:
             bot's monitoring DB when connected, else from the RAG's own per-session memory
         relevance_threshold (float): minimum score of the best chunk to answer at all (see :mod:`rag_plugin.guard`)
         min_coverage (float): minimum share of the question's key words found in the retrieved chunks (0 disables)
+        max_unknown (float): abstain when words the documents never use carry this share of the question's weight
+            (1.01 disables; see :mod:`rag_plugin.guard`)
         not_found_answer (str): the answer when nothing relevant is found
         llm_timeout (float): seconds per LLM attempt
         llm_max_attempts (int): attempts on transient LLM errors (timeouts, 429, 5xx, connection errors)
@@ -104,6 +106,7 @@ class RAG:
             *,
             relevance_threshold: float = DEFAULT_RELEVANCE_THRESHOLD,
             min_coverage: float = DEFAULT_MIN_COVERAGE,
+            max_unknown: float = DEFAULT_MAX_UNKNOWN,
             not_found_answer: str = DEFAULT_NOT_FOUND_ANSWER,
             llm_timeout: Optional[float] = 30.0,
             llm_max_attempts: int = 3,
@@ -127,7 +130,7 @@ class RAG:
         self.num_previous_messages: int = num_previous_messages
         self.not_found_answer: str = not_found_answer
         self.retriever = default_retriever(vector_store)
-        self.guard = RelevanceGuard(relevance_threshold, min_coverage)
+        self.guard = RelevanceGuard(relevance_threshold, min_coverage, max_unknown=max_unknown)
         self.prompt_builder = PromptBuilder(self.llm_prompt)
         self.generator = ResilientGenerator(timeout=llm_timeout, max_attempts=llm_max_attempts)
         self.ingestor = Ingestor(vector_store, splitter, ledger_for(vector_store, ledger_path))
@@ -305,7 +308,8 @@ class RAG:
             return result
         lexical = getattr(self.retriever, 'lexical', None)
         # Coverage is judged on what the user asked, not on words a rewrite carried over from earlier turns.
-        decision = self.guard.check(retrieved, question, lexical.idf if lexical is not None else None)
+        decision = self.guard.check(retrieved, question, lexical.idf if lexical is not None else None,
+                                    lexical.knows if lexical is not None else None)
         generation = None
         if decision.abstain:
             result = RAGMessage(llm_name, question, self.not_found_answer, [], confidence='low', abstained=True,

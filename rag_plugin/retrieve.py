@@ -147,10 +147,12 @@ class LexicalIndex:
         self._tokens: dict[str, list[str]] = {}
         self._ids: list[str] = []
         self._docs: list[Document] = []
+        self._by_id: dict[str, Document] = {}
         self._bm25 = None
         self._stale = True
         self._loaded_count = -1
         self._df: Optional[dict[str, int]] = None
+        self._known: dict[str, bool] = {}
 
     def _collection_count(self) -> int:
         return self.vector_store._collection.count()
@@ -173,6 +175,7 @@ class LexicalIndex:
         self._tokens = cache
         self._ids = list(ids)
         self._docs = [Document(page_content=t, metadata=m or {}) for t, m in zip(texts, metadatas)]
+        self._by_id = dict(zip(self._ids, self._docs))
         corpus = [cache[i] or ['\u2205'] for i in ids]  # bm25s needs a token per document
         if corpus:
             bm25 = BM25()
@@ -182,11 +185,23 @@ class LexicalIndex:
             self._bm25 = None
         self._loaded_count = len(ids)
         self._df = None
+        self._known = {}
         self._stale = False
 
     def _ensure_fresh(self) -> None:
         if self._stale or self._collection_count() != self._loaded_count:
             self._reload()
+
+    def refresh(self) -> int:
+        """Reload the index if the store changed; return its chunk count."""
+        with self._lock:
+            self._ensure_fresh()
+            return len(self._ids)
+
+    def documents(self, ids: list[str]) -> dict[str, Document]:
+        """The indexed chunks with these ids (ids the index does not hold yet are left out)."""
+        with self._lock:
+            return {i: self._by_id[i] for i in ids if i in self._by_id}
 
     def idf(self, term: str) -> float:
         """Inverse document frequency of a (normalised) word in the store's chunks; highest for unseen words."""
@@ -201,11 +216,29 @@ class LexicalIndex:
             n = len(self._ids)
             return math.log(1 + n / (1 + self._df.get(term, 0)))
 
-    def search(self, query: str, k: int, filter: Optional[dict] = None) -> list[tuple[Document, float]]:
-        """Return up to ``k`` ``(chunk, bm25 score)`` with a positive score, best first."""
+    def knows(self, term: str) -> bool:
+        """Whether the chunks use a (normalised) word: exactly, as another form of it, or as a close spelling."""
+        from rag_plugin.guard import _found
+        with self._lock:
+            self.idf(term)  # fresh index and document frequencies
+            if term not in self._known:
+                self._known[term] = _found(term, self._df.keys())
+            return self._known[term]
+
+    def search(self, query: str, k: int, filter: Optional[dict] = None, refresh: bool = True
+               ) -> list[tuple[Document, float]]:
+        """Return up to ``k`` ``(chunk, bm25 score)`` with a positive score, best first.
+
+        Args:
+            query (str): the search query
+            k (int): how many chunks at most
+            filter (dict): a metadata filter (see :func:`scope_filter`)
+            refresh (bool): check the store for changes first (False when :meth:`refresh` was just called)
+        """
         from rag_plugin.generate.extractive import tokens
         with self._lock:
-            self._ensure_fresh()
+            if refresh:
+                self._ensure_fresh()
             if self._bm25 is None:
                 return []
             vocab = self._bm25.vocab_dict
@@ -268,39 +301,50 @@ class HybridRetriever:
         self.reranker = reranker
 
     def _dense(self, query_vector: list[float], n: int, filter: Optional[dict]) -> dict[str, tuple]:
+        """Chroma's nearest chunks: ``{chunk id: (chunk, cosine, embedding or None)}``.
+
+        Only ids and distances are read from Chroma; the texts and metadata come from the lexical index, which holds
+        them in memory (chunks it does not hold yet, e.g. written by another process a moment ago, are read)."""
         collection = self.vector_store._collection
         to_score = _DISTANCE_TO_COSINE[_chroma_space(self.vector_store) or 'l2']
-        include = ['documents', 'metadatas', 'distances'] + (['embeddings'] if self.mmr else [])
+        include = ['distances'] + (['embeddings'] if self.mmr else [])
         result = collection.query(query_embeddings=[query_vector], n_results=n, where=filter or None, include=include)
+        ids = result['ids'][0]
+        docs = self.lexical.documents(ids)
+        unknown = [i for i in ids if i not in docs]
+        if unknown:
+            got = collection.get(ids=unknown, include=['documents', 'metadatas'])
+            docs.update({i: Document(page_content=t, metadata=m or {})
+                         for i, t, m in zip(got['ids'], got['documents'], got['metadatas'])})
         out = {}
-        for i, chunk_id in enumerate(result['ids'][0]):
-            doc = Document(page_content=result['documents'][0][i], metadata=result['metadatas'][0][i] or {})
-            vector = result['embeddings'][0][i] if self.mmr else None
-            out[chunk_id] = (doc, to_score(result['distances'][0][i]), vector)
+        for i, chunk_id in enumerate(ids):
+            if chunk_id in docs:
+                vector = result['embeddings'][0][i] if self.mmr else None
+                out[chunk_id] = (docs[chunk_id], to_score(result['distances'][0][i]), vector)
         return out
 
     def retrieve(self, query: str, k: int, filter: Optional[dict] = None) -> list[Document]:
         """Return the ``k`` best chunks by fused rank, each with ``score`` (cosine) and ``rank_score`` (fused)."""
-        collection = self.vector_store._collection
-        total = collection.count()
+        total = self.lexical.refresh()
         if total == 0:
             return []
         n = min(max(self.depth, k), total)
         query_vector = self.vector_store.embeddings.embed_query(query)
         dense = self._dense(query_vector, n, filter)
-        fused = self._fuse(dense, self.lexical.search(query, n, filter))
+        fused = self._fuse(dense, self.lexical.search(query, n, filter, refresh=False))
         ranked = sorted(fused, key=lambda cid: -fused[cid])
         keep = ranked[:max(2 * k, k + 4)] if self.mmr else ranked[:k]
-        # Chunks only BM25 found: fetch their embeddings so their score is on the same cosine scale.
+        # Chunks only BM25 found: read their embeddings so their score is on the same cosine scale.
         missing = [cid for cid in keep if cid not in dense or dense[cid][2] is None and self.mmr]
         if missing:
-            got = collection.get(ids=missing, include=['documents', 'metadatas', 'embeddings'])
+            got = self.vector_store._collection.get(ids=missing, include=['embeddings'])
+            known = self.lexical.documents(got['ids'])
             q = np.asarray(query_vector)
             for i, cid in enumerate(got['ids']):
                 vector = np.asarray(got['embeddings'][i])
                 cosine = float(q @ vector / (np.linalg.norm(q) * np.linalg.norm(vector) or 1.0))
-                dense[cid] = (Document(page_content=got['documents'][i], metadata=got['metadatas'][i] or {}),
-                              cosine, got['embeddings'][i])
+                doc = dense[cid][0] if cid in dense else known[cid]
+                dense[cid] = (doc, cosine, got['embeddings'][i])
         if self.mmr and len(keep) > k:
             from langchain_core.vectorstores.utils import maximal_marginal_relevance
             order = maximal_marginal_relevance(np.asarray(query_vector), [dense[c][2] for c in keep],

@@ -112,3 +112,39 @@ def test_lexical_index_follows_ingestion(make_rag):
 def test_guard_abstains_on_unanswerable_questions_near_the_domain(make_rag, question, abstains):
     result = make_rag().run(message=question)
     assert result.abstained is abstains
+
+
+def test_guard_vocabulary_check_names_the_words_the_documents_never_use():
+    from langchain_core.documents import Document
+
+    from rag_plugin.guard import RelevanceGuard, unknown_share
+    corpus = {'password', 'reset', 'response', 'time', 'support', 'enterprise', 'company', 'employe', 'benefit'}
+    idf = {'laptop': 3.0}.get
+    vocabulary = corpus.__contains__
+    docs = [Document(page_content='Employees get company benefits. Support response time is 4 hours.',
+                     metadata={'score': 0.6})]
+    guard = RelevanceGuard(threshold=0.25, min_coverage=0.0, max_unknown=0.35)
+
+    decision = guard.check(docs, 'Does the company give employees a laptop?', lambda t: idf(t, 1.0), vocabulary)
+    assert decision.abstain and decision.unknown == ['laptop'] and 'laptop' in decision.reason
+    assert unknown_share('Does the company give employees a laptop?', vocabulary, lambda t: idf(t, 1.0)) == 0.6
+
+    from rag_plugin.guard import _found
+    assert _found('pasword', corpus) and _found('respond', corpus)  # a typo, another form of a word
+    assert not _found('laptop', corpus)
+    kept = guard.check(docs, 'How fast does enterprise support respond?', lambda t: 1.0,
+                       lambda t: _found(t, corpus))
+    assert not kept.abstain and kept.unknown == []
+    assert not RelevanceGuard(0.25, 0.0, max_unknown=1.01).check(
+        docs, 'Does the company give employees a laptop?', lambda t: 1.0, vocabulary).abstain  # disabled
+
+
+def test_rag_abstains_on_a_subject_the_documents_never_mention_and_says_which(make_rag, tmp_path):
+    import json
+    trace = tmp_path / 'trace.jsonl'
+    rag = make_rag(trace_file=str(trace))
+    assert rag.retriever.lexical.knows('password') and not rag.retriever.lexical.knows('gantt')
+    result = rag.run(message='Can I draw Gantt charts in a note?')
+    assert result.abstained
+    guard = json.loads(trace.read_text().splitlines()[-1])['guard']
+    assert guard['abstain'] and 'gantt' in guard['unknown']
