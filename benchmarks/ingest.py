@@ -10,8 +10,9 @@ sentence-transformers on PyTorch, as a BBF bot does; rag_plugin through its defa
 model on ONNX Runtime (same vectors: the max difference is printed; ``--same-runtime`` gives BBF that runtime too). Measured per side: pages, chunks, first
 ingestion time, pages/s, re-ingestion time of the unchanged folder on the same store, chunk count and duplicates
 after re-ingestion, and a breakdown of the first ingestion (PDF parsing, splitting, embedding, Chroma, ledger...).
-The embedding floor is the time rag_plugin's ``embed_documents`` takes on the chunk texts it produced, in batches of
-128 (the PyTorch floor of the same chunks is shown beside it).
+The embedding floor is the time rag_plugin's ``embed_documents`` takes on the texts it embeds for its chunks (each with
+its title and section above it, see ``Ingestor.contextual``), in batches of 128 (the PyTorch floor of the same texts
+is shown beside it).
 
 Targets (summary line): rag_plugin >= 1.5x BBF's first-ingestion speed (pages/s), first ingestion <= 1.2x the
 embedding floor, re-ingestion <= 3 % of the first, 0 duplicates. With ``--repeat N`` every measurement runs N times
@@ -65,8 +66,10 @@ def _close_stores() -> None:
         pass
 
 
-def _store_stats(store) -> dict:
-    """Chunk count and duplicates: chunks with the same (source, page, text) beyond the first."""
+def _store_stats(store, embedded_text=None) -> dict:
+    """Chunk count and duplicates: chunks with the same (source, page, text) beyond the first; ``texts`` are what
+    was embedded for each chunk (``embedded_text(chunk)``, else the chunk's text)."""
+    from langchain_core.documents import Document
     got = store.get(include=['documents', 'metadatas'])
     seen: set = set()
     duplicates = 0
@@ -77,7 +80,9 @@ def _store_stats(store) -> dict:
             duplicates += 1
         else:
             seen.add(key)
-    return {'chunks': len(got['documents']), 'duplicates': duplicates, 'texts': got['documents']}
+    texts = got['documents'] if embedded_text is None else \
+        [embedded_text(Document(page_content=t, metadata=m or {})) for t, m in zip(got['documents'], got['metadatas'])]
+    return {'chunks': len(got['documents']), 'duplicates': duplicates, 'texts': texts}
 
 
 def _pdf_pages(paths: list[Path]) -> int:
@@ -197,7 +202,7 @@ def run_ours(folder: Path, embeddings) -> dict:
         records = rag.ingestor.ledger.all()
         out['files'] = sorted(r.source_id for r in records if r.status == 'ok')
         out['pages'] = _pdf_pages([Path(r.root) / r.source_id for r in records if r.status == 'ok'])
-        first = _store_stats(store)
+        first = _store_stats(store, pipeline.embedding_text if rag.ingestor.contextual else None)
         out['chunks'], out['texts'] = first['chunks'], first['texts']
         reports.clear()
         reprobe = Probe()

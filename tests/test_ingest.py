@@ -440,16 +440,16 @@ KILL_SCRIPT = textwrap.dedent('''
         assert time.monotonic() < deadline
         time.sleep(0.05)
 
-    original = store.add_documents
+    original = rag.ingestor.write_batch
     calls = [0]
-    def add_documents(documents, **kwargs):
-        result = original(documents, **kwargs)
+    def write_batch(chunks):
+        result = original(chunks)
         calls[0] += 1
         if calls[0] == stop_after:  # this batch is in the store, the ledger does not know yet: be killed now
             mark('kill-me')
             time.sleep(300)
         return result
-    store.add_documents = add_documents
+    rag.ingestor.write_batch = write_batch
     print(rag.ingest(folder), flush=True)  # 2. killed
     mark('not-killed')
 ''')
@@ -652,3 +652,24 @@ def test_identical_files_are_ingested_once(tmp_path, new_rag):
     assert again['a/shared.md'].status == 'unchanged'
     assert again['b/copy of shared.md'].status == 'skipped' and 'same content' in again['b/copy of shared.md'].reason
     assert_store_matches_ledger(rag)
+
+
+def test_chunks_are_embedded_with_their_title_and_section_and_stored_as_written(tmp_path, new_rag):
+    import numpy as np
+    from langchain_core.documents import Document
+
+    from rag_plugin.ingest.pipeline import embedding_text
+    docs = tmp_path / 'docs'
+    fx.make_text(docs / 'Travel_Policy.md', '# Travel policy\n\n## Per diem\n\nMeals are paid up to 60 euros a day.\n')
+    rag = new_rag()
+    rag.ingest(str(docs))
+    got = rag.vector_store._collection.get(include=['documents', 'metadatas', 'embeddings'])
+    (text,), (metadata,), (vector,) = got['documents'], got['metadatas'], got['embeddings']
+    assert text.strip().endswith('Meals are paid up to 60 euros a day.')  # the stored text is the chunk's own
+    assert metadata['title'] == 'Travel policy' and metadata['section'] == 'Per diem'
+    embedded = embedding_text(Document(page_content=text, metadata=metadata))
+    assert embedded.startswith('Travel policy\nPer diem\n') and embedded.endswith(text)
+    expected = rag.vector_store.embeddings.embed_query(embedded)
+    assert np.abs(np.array(vector) - np.array(expected)).max() < 1e-5
+    plain = rag.vector_store.embeddings.embed_query(text)
+    assert np.abs(np.array(vector) - np.array(plain)).max() > 1e-3
