@@ -121,7 +121,7 @@ def default_embeddings(model_name_or_path: Optional[str] = None) -> Embeddings:
 
 def default_vector_store(persist_directory: Optional[str] = DEFAULT_STORE_DIR, embeddings: Optional[Embeddings] = None,
                          collection_name: str = DEFAULT_COLLECTION) -> VectorStore:
-    """Return a Chroma store using cosine distance, persisted in a folder.
+    """Return a Chroma store using cosine distance and a near-exact HNSW search, persisted in a folder.
 
     Args:
         persist_directory (str): the folder of the store; ``None`` keeps it in memory
@@ -145,7 +145,9 @@ def default_vector_store(persist_directory: Optional[str] = DEFAULT_STORE_DIR, e
         embedding_function=embeddings or default_embeddings(),
         persist_directory=persist_directory,
         client_settings=settings,
-        collection_metadata={'hnsw:space': 'cosine'},
+        # Chroma searches its HNSW graph with ef = max(10, k): about 2.5% of the true 30 nearest chunks were missed on
+        # the Northwind set, and results changed with the index's state. ef 100 finds 99.9% of them (for new stores).
+        collection_metadata={'hnsw:space': 'cosine', 'hnsw:search_ef': 100},
     )
 
 

@@ -1,18 +1,19 @@
 """Guard: decide whether the retrieved chunks are relevant enough to answer from, and how confident to be.
 
-Two checks, both measured (see README, "The guard"):
+Three checks, all measured (see README, "The guard"):
 
 1. **Similarity**: the best chunk's cosine score (the scale of :mod:`rag_plugin.retrieve`) must reach
    ``threshold``. This rejects questions far from the documents ("Who won the World Cup?").
 2. **Coverage**: the question's distinctive words must appear in the retrieved chunks. Coverage is the share of
-   the question's content words, weighted by their IDF in the corpus, found in the chunks (exactly, or as a close
-   spelling for words of 6+ letters, so typos pass). This rejects questions close to the domain that the documents
-   do not answer ("Is there an Apple Watch app?": the chunks about apps match by meaning, but nothing mentions a
-   watch). It needs the corpus statistics of the lexical index, so it applies with the hybrid retriever only.
-
+   the question's content words, weighted by their IDF in the corpus, found in the chunks (exactly, as another
+   form of the word, or, for words that are not common English, as a close spelling: typos pass, "commuter" does not
+   pass for "computer"). This rejects questions close to the domain that the documents do not answer ("Is there an
+   Apple Watch app?": the chunks about apps match by meaning, but nothing mentions a watch).
 3. **Vocabulary**: the question's distinctive words must occur somewhere in the documents. When words carrying
    ``max_unknown`` or more of its IDF weight never occur ("Does Contoso give employees a free *laptop*?"), the
    documents cannot answer it, however close the rest is; the reason names those words.
+
+Checks 2 and 3 need the corpus statistics of the lexical index, so they apply with the hybrid retriever only.
 
 If any check fails the RAG abstains: it answers an honest "not in the documents" and does not call the LLM.
 """
@@ -57,7 +58,17 @@ def _content_terms(question: str) -> list[str]:
     return [t for t in dict.fromkeys(terms) if t not in _QUESTION_WORDS and t not in dimension]
 
 
-def _found(term: str, words: set[str]) -> bool:
+def _is_english_word(term: str) -> bool:
+    """Whether a word is common enough in English (wordfreq's Zipf scale, 3 = once per million words) to be meant
+    as written: such a word is matched exactly or by form, never by spelling ("commuter" is not "computer")."""
+    from wordfreq import zipf_frequency
+    return zipf_frequency(term, 'en') >= 3.0
+
+
+def _found(term: str, words) -> bool:
+    """Whether a (normalised) question word occurs among ``words``: exactly, written apart ("prior-authorization"),
+    as another form of it ("respond" / "response", "offic" / "office"), or, for a word that is not common English
+    (a typo, a name), as a close spelling ("helth", "gendr")."""
     if term in words:
         return True
     parts = [p for p in re.split(r'[-_./]+', term) if p]
@@ -65,10 +76,12 @@ def _found(term: str, words: set[str]) -> bool:
         return True  # "prior-authorization" / "Plan_Details.pdf" written apart in the text
     if len(term) >= 6 and any(w.startswith(term[:-1]) for w in words):
         return True  # another form of the word: "respond" / "response"
-    if len(term) >= 6:
-        return bool(difflib.get_close_matches(term, words, n=1, cutoff=0.85))  # typos
-    # short words: only a dropped letter ("helth", "gendr"); one changed letter makes another word ("chat", "chart")
-    return len(term) >= 4 and any(len(w) == len(term) + 1 and _dropped_letter(term, w) for w in words)
+    if len(term) in (4, 5) and any(len(w) == len(term) + 1 and _dropped_letter(term, w) and w.startswith(term[:2])
+                                   for w in words):
+        return True  # another form or a dropped letter: "offic" / "office", "helth" / "health"
+    if _is_english_word(term):
+        return False
+    return len(term) >= 6 and bool(difflib.get_close_matches(term, words, n=1, cutoff=0.85))  # typos
 
 
 def _dropped_letter(term: str, word: str) -> bool:
@@ -79,8 +92,7 @@ def _dropped_letter(term: str, word: str) -> bool:
 def term_coverage(question: str, docs: list[Document], idf: Callable[[str], float]) -> float:
     """IDF-weighted share of the question's content words found in the chunks (1.0 when it has none).
 
-    A word counts as found when it is in the chunks, when all parts of a hyphenated or underscored word are, or, for
-    words of 6+ letters, when a close spelling is (typos).
+    A word counts as found as :func:`_found` says (exactly, written apart, another form, or a typo's close spelling).
     """
     from rag_plugin.generate.extractive import tokens
     terms = _content_terms(question)

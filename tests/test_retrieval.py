@@ -148,3 +148,13 @@ def test_rag_abstains_on_a_subject_the_documents_never_mention_and_says_which(ma
     assert result.abstained
     guard = json.loads(trace.read_text().splitlines()[-1])['guard']
     assert guard['abstain'] and 'gantt' in guard['unknown']
+
+
+def test_typos_match_but_real_words_are_not_taken_for_typos_of_others():
+    from rag_plugin.guard import _found
+    corpus = {'health', 'gender', 'computer', 'location', 'service', 'office', 'response'}
+    for typo in ('helth', 'gendr', 'servise'):
+        assert _found(typo, corpus), typo
+    for word in ('commuter', 'vacation'):  # English words one or two letters away from corpus words
+        assert not _found(word, corpus), word
+    assert _found('offic', corpus) and _found('respond', corpus)  # other forms of a word
