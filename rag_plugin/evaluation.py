@@ -76,6 +76,9 @@ class ConfigResult:
         coverage_sweep (list[tuple[float, float, float]]): (min coverage, false, correct abstention), with the
             similarity check at ``threshold``
         suggested_min_coverage (float | None): best minimum coverage from that sweep
+        unknown_sweep (list[tuple[float, float, float]]): (max unknown share, false, correct abstention), with the
+            other checks at their values
+        suggested_max_unknown (float | None): best maximum unknown share from that sweep
     """
     name: str
     hit_doc: dict[int, float] = field(default_factory=dict)
@@ -91,6 +94,8 @@ class ConfigResult:
     suggested_threshold: Optional[float] = None
     coverage_sweep: list[tuple[float, float, float]] = field(default_factory=list)
     suggested_min_coverage: Optional[float] = None
+    unknown_sweep: list[tuple[float, float, float]] = field(default_factory=list)
+    suggested_max_unknown: Optional[float] = None
     n_answerable: int = 0
     n_unanswerable: int = 0
 
@@ -161,16 +166,15 @@ def evaluate_retriever(name: str, retrieve: Retrieve, items: list[QAItem], ks: t
         scores = [d.metadata.get('score') for d in docs[:guard_k] if d.metadata.get('score') is not None]
         best = max(scores) if scores else None
         coverage = term_coverage(item.question, docs[:guard_k], idf) if idf is not None else 1.0
-        if idf is not None and vocabulary is not None and unknown_share(item.question, vocabulary, idf) >= max_unknown:
-            coverage = -1.0  # the vocabulary check abstains whatever the other signals say
+        share = unknown_share(item.question, vocabulary, idf) if idf is not None and vocabulary is not None else 0.0
         if not item.answerable:
             result.n_unanswerable += 1
             if best is not None:
-                best_no.append((best, coverage))
+                best_no.append((best, coverage, share))
             continue
         result.n_answerable += 1
         if best is not None:
-            best_ok.append((best, coverage))
+            best_ok.append((best, coverage, share))
         sources = set(item.sources)
         cited = set(item.citations)
         doc_ranks.append(_rank(docs, lambda m: m.get('source') in sources))
@@ -188,24 +192,30 @@ def evaluate_retriever(name: str, retrieve: Retrieve, items: list[QAItem], ks: t
     result.latency_p50_ms = _percentile(latencies, 50)
     result.latency_p95_ms = _percentile(latencies, 95)
     if best_ok:
-        # A question is kept by the coverage check when coverage >= min_coverage; sweeping one signal, the other
-        # check is applied at its configured value (a question it rejects counts as abstained at every point).
-        def score_signal(pairs):
-            return [s if c >= min_coverage else -1.0 for s, c in pairs]
+        # Sweeping one check, the others apply at their configured values (a question they reject counts as
+        # abstained at every point of the sweep).
+        def kept(item, skip):  # the checks other than ``skip`` at their configured values keep the question
+            s, c, u = item
+            return ((skip == 'score' or threshold is None or s >= threshold)
+                    and (skip == 'coverage' or c >= min_coverage) and (skip == 'unknown' or u < max_unknown))
 
-        def coverage_signal(pairs):
-            return [c if (threshold is None or s >= threshold) else -1.0 for s, c in pairs]
-        result.sweep = threshold_sweep(score_signal(best_ok), score_signal(best_no))
+        def signal(items, index, skip):  # a question the other checks reject counts as abstained
+            return [i[index] if kept(i, skip) else -1.0 for i in items]
+        result.sweep = threshold_sweep(signal(best_ok, 0, 'score'), signal(best_no, 0, 'score'))
         result.suggested_threshold = suggest_threshold(result.sweep, max_false) if best_no else None
         if idf is not None:
-            result.coverage_sweep = threshold_sweep(coverage_signal(best_ok), coverage_signal(best_no))
+            result.coverage_sweep = threshold_sweep(signal(best_ok, 1, 'coverage'), signal(best_no, 1, 'coverage'))
             result.suggested_min_coverage = suggest_threshold(result.coverage_sweep, max_false) if best_no else None
+        if vocabulary is not None:
+            def share_rate(items, u):  # abstained: rejected by the other checks, or unknown share >= u
+                return sum(not kept(i, 'unknown') or i[2] >= u for i in items) / len(items) if items else 0.0
+            result.unknown_sweep = [(u / 100, share_rate(best_ok, u / 100), share_rate(best_no, u / 100))
+                                    for u in range(1, 102)]
+            result.suggested_max_unknown = suggest_threshold(result.unknown_sweep, max_false) if best_no else None
         if threshold is not None:
-            def abstains(pair):
-                return pair[0] < threshold or pair[1] < min_coverage
-            result.false_abstention = sum(map(abstains, best_ok)) / len(best_ok)
+            result.false_abstention = sum(not kept(i, None) for i in best_ok) / len(best_ok)
             if best_no:
-                result.correct_abstention = sum(map(abstains, best_no)) / len(best_no)
+                result.correct_abstention = sum(not kept(i, None) for i in best_no) / len(best_no)
     return result
 
 
@@ -228,6 +238,8 @@ def format_table(results: list[ConfigResult], ks: tuple[int, ...]) -> str:
                                           for r in results]))
     rows.append(('suggested min coverage', *['-' if r.suggested_min_coverage is None
                                              else f'{r.suggested_min_coverage:.2f}' for r in results]))
+    rows.append(('suggested max unknown', *['-' if r.suggested_max_unknown is None
+                                            else f'{r.suggested_max_unknown:.2f}' for r in results]))
     rows.append(('retrieval p50 ms', *[f'{r.latency_p50_ms:.1f}' for r in results]))
     rows.append(('retrieval p95 ms', *[f'{r.latency_p95_ms:.1f}' for r in results]))
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
@@ -325,7 +337,11 @@ def plot(results: list[ConfigResult], ks: tuple[int, ...], path: str, title: str
         if r.coverage_sweep and r.n_unanswerable:
             right.plot([100 * p[1] for p in r.coverage_sweep], [100 * p[2] for p in r.coverage_sweep], linestyle='--',
                        label=f'{r.name} (coverage sweep)')
-    right.set_xlabel('false abstention on answerable questions (%)\nsolid: similarity threshold, dashed: min coverage')
+        if r.unknown_sweep and r.n_unanswerable:
+            right.plot([100 * p[1] for p in r.unknown_sweep], [100 * p[2] for p in r.unknown_sweep], linestyle=':',
+                       label=f'{r.name} (unknown-words sweep)')
+    right.set_xlabel('false abstention on answerable questions (%)\n'
+                     'solid: similarity threshold, dashed: min coverage, dotted: max unknown share')
     right.set_ylabel('correct abstention on unanswerable (%)')
     right.set_xlim(-2, 60)
     right.grid(alpha=0.3)

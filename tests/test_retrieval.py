@@ -48,6 +48,24 @@ def test_threshold_sweep_is_monotone_and_suggests_within_budget():
     assert 0.28 < t <= 0.3  # abstains on three unanswerable, no answerable lost
 
 
+def test_unknown_words_sweep_is_monotone_and_its_suggestion_keeps_the_answerable():
+    vocabulary = {'plan', 'dental', 'cover', 'deductible', 'claim'}.__contains__
+    items = [QAItem('a1', 'Does the plan cover dental?', ['A.pdf'], []),
+             QAItem('a2', 'What is the deductible for a claim?', ['A.pdf'], []),
+             QAItem('a3', 'Is the dental plan worth it?', ['A.pdf'], []),            # 'worth' unknown: 1 of 3
+             QAItem('u1', 'Does the plan cover a laptop?', [], [], answerable=False),  # 1 of 3 unknown
+             QAItem('u2', 'Is parking free?', [], [], answerable=False)]               # all unknown
+    retrieve = lambda q, k: [_doc('A.pdf', 1, 0.6)]  # noqa: E731
+    result = evaluate_retriever('t', retrieve, items, ks=(1,), threshold=0.25, idf=lambda t: 1.0,
+                                min_coverage=0.0, vocabulary=vocabulary, max_unknown=0.5)
+    falses = [p[1] for p in result.unknown_sweep]
+    corrects = [p[2] for p in result.unknown_sweep]
+    assert falses == sorted(falses, reverse=True) and corrects == sorted(corrects, reverse=True)
+    assert result.unknown_sweep[-1][1:] == (0.0, 0.0)  # 1.01: the check is off
+    assert result.false_abstention == 0.0 and result.correct_abstention == 0.5  # at 0.5 only 'parking free' goes
+    assert result.suggested_max_unknown > 1 / 3  # a3 ('worth') must stay answerable within a 5% budget
+
+
 def test_qa_files_load_in_the_shared_format():
     items = load_qa(ROOT / 'data' / 'eval' / 'nimbus_qa.jsonl')
     assert sum(i.answerable for i in items) == 39 and sum(not i.answerable for i in items) == 22
