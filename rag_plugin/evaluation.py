@@ -137,7 +137,7 @@ def evaluate_retriever(name: str, retrieve: Retrieve, items: list[QAItem], ks: t
                        threshold: Optional[float] = None, max_false: float = 0.05,
                        idf: Optional[Callable[[str], float]] = None, min_coverage: float = 0.0,
                        guard_k: int = 4, vocabulary: Optional[Callable[[str], bool]] = None,
-                       max_unknown: float = 1.01) -> ConfigResult:
+                       max_unknown: float = 1.01, coverage_below: float = 9.0) -> ConfigResult:
     """Run every question through ``retrieve`` once (at the largest k, at least 10) and compute the metrics.
 
     Args:
@@ -152,6 +152,7 @@ def evaluate_retriever(name: str, retrieve: Retrieve, items: list[QAItem], ks: t
         vocabulary (Callable[[str], bool]): whether the corpus uses a word, for the guard's vocabulary check (None:
             not measured)
         max_unknown (float): the vocabulary check's threshold abstention is reported at
+        coverage_below (float): the coverage check applies when the best score is below this
         guard_k (int): the guard sees the top ``guard_k`` chunks, as the RAG does with its ``k``
     """
     from rag_plugin.guard import term_coverage, unknown_share
@@ -197,9 +198,12 @@ def evaluate_retriever(name: str, retrieve: Retrieve, items: list[QAItem], ks: t
         def kept(item, skip):  # the checks other than ``skip`` at their configured values keep the question
             s, c, u = item
             return ((skip == 'score' or threshold is None or s >= threshold)
-                    and (skip == 'coverage' or c >= min_coverage) and (skip == 'unknown' or u < max_unknown))
+                    and (skip == 'coverage' or c >= min_coverage or s >= coverage_below)
+                    and (skip == 'unknown' or u < max_unknown))
 
         def signal(items, index, skip):  # a question the other checks reject counts as abstained
+            if skip == 'coverage':  # a close match is never rejected for coverage
+                return [(i[1] if i[0] < coverage_below else 9.0) if kept(i, skip) else -1.0 for i in items]
             return [i[index] if kept(i, skip) else -1.0 for i in items]
         result.sweep = threshold_sweep(signal(best_ok, 0, 'score'), signal(best_no, 0, 'score'))
         result.suggested_threshold = suggest_threshold(result.sweep, max_false) if best_no else None
@@ -372,7 +376,8 @@ def run_evaluation(pdfs: str, qa_files: list[str], ks: tuple[int, ...] = (1, 4, 
         list[ConfigResult]: one per configuration, the baseline first when asked for
     """
     from rag_plugin.defaults import default_embeddings
-    from rag_plugin.guard import DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE, DEFAULT_RELEVANCE_THRESHOLD
+    from rag_plugin.guard import (DEFAULT_COVERAGE_BELOW, DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE,
+                                  DEFAULT_RELEVANCE_THRESHOLD)
     from rag_plugin.retrieve import LexicalIndex
     threshold = DEFAULT_RELEVANCE_THRESHOLD if threshold is None else threshold
     items = [item for path in qa_files for item in load_qa(path)]
@@ -392,7 +397,7 @@ def run_evaluation(pdfs: str, qa_files: list[str], ks: tuple[int, ...] = (1, 4, 
                                           idf=idf if hybrid else None,
                                           min_coverage=DEFAULT_MIN_COVERAGE if hybrid else 0.0,
                                           vocabulary=lexical.knows if hybrid else None,
-                                          max_unknown=DEFAULT_MAX_UNKNOWN))
+                                          max_unknown=DEFAULT_MAX_UNKNOWN, coverage_below=DEFAULT_COVERAGE_BELOW))
     return results
 
 

@@ -8,7 +8,9 @@ Three checks, all measured (see README, "The guard"):
    the question's content words, weighted by their IDF in the corpus, found in the chunks (exactly, as another
    form of the word, or, for words that are not common English, as a close spelling: typos pass, "commuter" does not
    pass for "computer"). This rejects questions close to the domain that the documents do not answer ("Is there an
-   Apple Watch app?": the chunks about apps match by meaning, but nothing mentions a watch).
+   Apple Watch app?": the chunks about apps match by meaning, but nothing mentions a watch). It applies when the best
+   similarity is below ``coverage_below``: a chunk that matches closely in meaning may use other words for all of
+   a long question's ("How has Intel's total net sales fluctuated over historical periods?").
 3. **Vocabulary**: the question's distinctive words must occur somewhere in the documents. When words carrying
    ``max_unknown`` or more of its IDF weight never occur ("Does Contoso give employees a free *laptop*?"), the
    documents cannot answer it, however close the rest is; the reason names those words.
@@ -29,8 +31,12 @@ from langchain_core.documents import Document
 DEFAULT_RELEVANCE_THRESHOLD = 0.25
 """float: default similarity threshold for all-MiniLM-L6-v2 cosine scores (measured; README, "The guard")."""
 
-DEFAULT_MIN_COVERAGE = 0.35
+DEFAULT_MIN_COVERAGE = 0.45
 """float: default minimum IDF-weighted coverage of the question's words by the retrieved chunks (measured)."""
+
+DEFAULT_COVERAGE_BELOW = 0.5
+"""float: the coverage check applies when the best chunk's similarity is below this (measured): a close match in
+meaning may paraphrase every word of a long question."""
 
 DEFAULT_MAX_UNKNOWN = 0.35
 """float: default maximum IDF-weighted share of the question's words that the documents never use (measured)."""
@@ -153,6 +159,7 @@ class RelevanceGuard:
     Args:
         threshold (float): minimum score of the best chunk to answer at all
         min_coverage (float): minimum coverage of the question's words (0 disables the check)
+        coverage_below (float): the coverage check applies when the best score is below this
         max_unknown (float): abstain when the words the documents never use carry this share of the question's IDF
             weight or more (1.01 disables the check)
         high_margin (float): the best score must exceed ``threshold`` by this much for ``high`` confidence
@@ -164,9 +171,11 @@ class RelevanceGuard:
     """
 
     def __init__(self, threshold: float = DEFAULT_RELEVANCE_THRESHOLD, min_coverage: float = DEFAULT_MIN_COVERAGE,
-                 high_margin: float = 0.2, medium_margin: float = 0.08, max_unknown: float = DEFAULT_MAX_UNKNOWN):
+                 high_margin: float = 0.2, medium_margin: float = 0.08, max_unknown: float = DEFAULT_MAX_UNKNOWN,
+                 coverage_below: float = DEFAULT_COVERAGE_BELOW):
         self.threshold: float = threshold
         self.min_coverage: float = min_coverage
+        self.coverage_below: float = coverage_below
         self.max_unknown: float = max_unknown
         self.high_margin: float = high_margin
         self.medium_margin: float = medium_margin
@@ -195,7 +204,7 @@ class RelevanceGuard:
         if unknown and unknown_share(question, vocabulary, idf) >= self.max_unknown:
             return GuardDecision(True, 'low', best, self.threshold, coverage,
                                  f'the documents never mention: {", ".join(unknown)}', unknown)
-        if coverage is not None and coverage < self.min_coverage:
+        if coverage is not None and coverage < self.min_coverage and best < self.coverage_below:
             return GuardDecision(True, 'low', best, self.threshold, coverage,
                                  "the question's key words are not in the retrieved text", unknown)
         if best >= self.threshold + self.high_margin:

@@ -23,7 +23,6 @@ from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
 logger = logging.getLogger(__name__)
-logging.getLogger('bm25s').setLevel(logging.WARNING)  # it logs every index build at DEBUG
 
 
 def scope_filter(source_id: Optional[str | list[str]] = None, document_id: Optional[str | list[str]] = None,
@@ -163,6 +162,7 @@ class LexicalIndex:
 
     def _reload(self) -> None:
         from bm25s import BM25
+        logging.getLogger('bm25s').setLevel(logging.WARNING)  # its import sets DEBUG: a line per index build
 
         from rag_plugin.generate.extractive import tokens
         data = self.vector_store._collection.get(include=['documents', 'metadatas'])

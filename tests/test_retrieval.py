@@ -176,3 +176,17 @@ def test_typos_match_but_real_words_are_not_taken_for_typos_of_others():
     for word in ('commuter', 'vacation'):  # English words one or two letters away from corpus words
         assert not _found(word, corpus), word
     assert _found('offic', corpus) and _found('respond', corpus)  # other forms of a word
+
+
+def test_coverage_check_applies_below_a_close_match_only():
+    from rag_plugin.guard import RelevanceGuard
+    question = 'How have the quarterly revenues fluctuated historically?'  # paraphrased: few words in the text
+    words = {'quarterly', 'revenue', 'fluctuated', 'historically'}.__contains__
+
+    def chunks(score):
+        return [Document(page_content='Net sales by quarter: 2022 Q3 82,959; 2023 Q1 117,154.', metadata={'score': score})]
+    guard = RelevanceGuard(threshold=0.25, min_coverage=0.45, coverage_below=0.5)
+    moderate = guard.check(chunks(0.42), question, lambda t: 1.0, words)
+    assert moderate.abstain and moderate.coverage < 0.45 and 'key words' in moderate.reason
+    close = guard.check(chunks(0.71), question, lambda t: 1.0, words)
+    assert not close.abstain and close.coverage == moderate.coverage
