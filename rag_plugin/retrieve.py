@@ -162,15 +162,16 @@ class LexicalIndex:
 
     def _reload(self) -> None:
         from bm25s import BM25
-        logging.getLogger('bm25s').setLevel(logging.WARNING)  # its import sets DEBUG: a line per index build
 
         from rag_plugin.generate.extractive import tokens
+        from rag_plugin.ingest.pipeline import embedding_text
+        logging.getLogger('bm25s').setLevel(logging.WARNING)  # its import sets DEBUG: a line per index build
         data = self.vector_store._collection.get(include=['documents', 'metadatas'])
         ids, texts, metadatas = data['ids'], data['documents'], data['metadatas']
-        # The document title and section head each chunk's terms: "Northwind Standard" in a question then
-        # favours that plan's chunks over the near-identical other plan's (measured on the Northwind set).
+        # The file name, title and section head each chunk's terms, as in its embedding: "Northwind Standard" in a
+        # question then favours that plan's chunks over the near-identical other plan's (measured on Northwind).
         cache = {i: self._tokens[i] if i in self._tokens else
-                 tokens(f"{(m or {}).get('title', '')}\n{(m or {}).get('section', '')}\n{t}")
+                 tokens(embedding_text(Document(page_content=t, metadata=m or {})))
                  for i, t, m in zip(ids, texts, metadatas)}
         self._tokens = cache
         self._ids = list(ids)

@@ -668,8 +668,21 @@ def test_chunks_are_embedded_with_their_title_and_section_and_stored_as_written(
     assert text.strip().endswith('Meals are paid up to 60 euros a day.')  # the stored text is the chunk's own
     assert metadata['title'] == 'Travel policy' and metadata['section'] == 'Per diem'
     embedded = embedding_text(Document(page_content=text, metadata=metadata))
-    assert embedded.startswith('Travel policy\nPer diem\n') and embedded.endswith(text)
+    assert embedded.startswith('Travel Policy\nPer diem\n') and embedded.endswith(text)  # the title repeats the name
     expected = rag.vector_store.embeddings.embed_query(embedded)
     assert np.abs(np.array(vector) - np.array(expected)).max() < 1e-5
     plain = rag.vector_store.embeddings.embed_query(text)
     assert np.abs(np.array(vector) - np.array(plain)).max() > 1e-3
+
+
+def test_embedding_header_names_the_file_and_a_real_title_only():
+    from langchain_core.documents import Document
+
+    from rag_plugin.ingest.pipeline import embedding_text
+
+    def header(**metadata):
+        return embedding_text(Document(page_content='Net sales rose.', metadata=metadata)).split('\n')[:-1]
+    assert header(source='2023 Q1 AAPL.pdf', title='0000320193-23-000006') == ['2023 Q1 AAPL']  # an accession number
+    assert header(source='2023 Q3 MSFT.pdf', title='Form 10-Q for Microsoft Corp', section='Item 2') == \
+        ['2023 Q3 MSFT', 'Form 10-Q for Microsoft Corp', 'Item 2']
+    assert header(source='Benefit_Options.pdf', title='Benefit_Options', section='Benefit Options') == ['Benefit Options']

@@ -99,11 +99,22 @@ def _slug_tag(tag: str) -> str:
 
 
 def embedding_text(chunk: Document) -> str:
-    """The text embedded for a chunk: its document's title and its section, each on a line above it."""
+    """The text embedded (and indexed for BM25) for a chunk: its document's file name, title and section, each on a
+    line above it. File names often say what a document is ("2023 Q1 AAPL.pdf"); the title is left out when it
+    repeats the file name or is only an identifier (SEC filings carry accession numbers as PDF titles)."""
+    name = Path(str(chunk.metadata.get('source') or '')).stem.replace('_', ' ').strip()
     title = str(chunk.metadata.get('title') or '').replace('_', ' ').strip()
     section = str(chunk.metadata.get('section') or '').strip()
-    head = [title] + ([section] if section and section != title else [])
-    return '\n'.join([h for h in head if h] + [chunk.page_content])
+    head = [name] if name else []
+    if len(re.findall(r'[A-Za-z]{3,}', title)) >= 2 and _normal(title) != _normal(name):
+        head.append(title)
+    if section and _normal(section) not in {_normal(h) for h in head}:
+        head.append(section)
+    return '\n'.join(head + [chunk.page_content])
+
+
+def _normal(text: str) -> str:
+    return re.sub(r'[\s_\-]+', ' ', text).strip().lower()
 
 
 def _section_for(offset: int, headings: list, carried: Optional[str]) -> Optional[str]:
@@ -133,7 +144,7 @@ class Ingestor:
         ledger (Ledger): the ingestion ledger (see :func:`ledger_for`)
         batch_size (int): chunks embedded and written per store call
         max_file_mb (float): larger files are skipped
-        contextual (bool): on Chroma stores, embed each chunk with its document title and section above it (the
+        contextual (bool): on Chroma stores, embed each chunk with its file name, title and section above it (the
             stored text stays the chunk's own), so a chunk that never names its document still matches questions
             that do (measured: README, "Retrieval quality")
 
