@@ -313,7 +313,7 @@ def render(result: dict) -> str:
         ('chunks (after first ingestion)', both('chunks'), 'int'),
         ('first ingestion', both('first_s'), 's'),
         ('pages/s', both('pages_per_s'), 'rate'),
-        (f'embedding floor (our chunks, batches of {FLOOR_BATCH}, own runtime)', both('floor_s'), 's'),
+        ('embedding floor (our texts, own runtime)', both('floor_s'), 's'),
     ]
     if bbf.get('own_floor_s') is not None:
         rows.append(('embedding floor (own chunks)', [bbf['own_floor_s'], None], 's'))
