@@ -31,7 +31,7 @@ from langchain_core.documents import Document
 DEFAULT_RELEVANCE_THRESHOLD = 0.25
 """float: default similarity threshold for all-MiniLM-L6-v2 cosine scores (measured; README, "The guard")."""
 
-DEFAULT_MIN_COVERAGE = 0.55
+DEFAULT_MIN_COVERAGE = 0.5
 """float: default minimum IDF-weighted coverage of the question's words by the retrieved chunks (measured)."""
 
 DEFAULT_COVERAGE_BELOW = 0.5
