@@ -121,7 +121,8 @@ def unknown_share(question: str, vocabulary: Callable[[str], bool], idf: Callabl
 
     Args:
         question (str): the question
-        vocabulary (Callable[[str], bool]): whether a normalised word occurs in the corpus (exactly)
+        vocabulary (Callable[[str], bool]): whether the corpus uses a normalised word (in any of the forms
+            :func:`_found` accepts; :meth:`rag_plugin.retrieve.LexicalIndex.knows`)
         idf (Callable[[str], float]): corpus IDF of a word
     """
     terms = _content_terms(question)
@@ -130,6 +131,7 @@ def unknown_share(question: str, vocabulary: Callable[[str], bool], idf: Callabl
         return 0.0
     unknown = [t for t in terms if not vocabulary(t)]
     return sum(idf(t) for t in unknown) / total
+
 
 @dataclass
 class GuardDecision:

@@ -412,8 +412,8 @@ class Ingestor:
     def write_batch(self, chunks: list[Document]) -> None:
         """Embed and upsert one batch of chunks under their ``chunk_id``.
 
-        On a Chroma store with :attr:`contextual` on, the embedded text is :func:`embedding_text` (title and section
-        above the chunk) and the stored text the chunk's own; other stores embed the chunk's text.
+        On a Chroma store with :attr:`contextual` on, the embedded text is :func:`embedding_text` (file name, title and
+        section above the chunk) and the stored text the chunk's own; other stores embed the chunk's text.
         """
         ids = [c.metadata['chunk_id'] for c in chunks]
         collection = getattr(self.vector_store, '_collection', None)
