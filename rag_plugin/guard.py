@@ -48,10 +48,15 @@ DEFAULT_NOT_FOUND_ANSWER = "I can't find this in the available documents."
 _QUESTION_WORDS = frozenset('much many often long way best good get make use need want kind type difference '
                             'happen mean work doe does explain describe'.split())
 
+# Verbs that ask whether or how something is available ("How do I *enable* X?", "Does the plan *cover* X?",
+# "Can I *turn on* X?"): the subject is X, and documents word the action their own way ("turn on", "includes").
+_CAPABILITY_VERBS = frozenset('enable enables enabled disable disables allow allows offer offers provide provides '
+                              'support supports cover covers give gives have has turn set'.split())
+
 
 def _content_terms(question: str) -> list[str]:
     """The question's words that name its subject: no stop words (scikit-learn's English list), no question-shape
-    words, and not the word after "how" ("how big", "how soon": answers rarely repeat it)."""
+    words or capability verbs, and not the word after "how" ("how big", "how soon": answers rarely repeat it)."""
     import re
 
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
@@ -59,7 +64,7 @@ def _content_terms(question: str) -> list[str]:
     from rag_plugin.generate.extractive import tokens
     dimension = {t for word in re.findall(r'\bhow\s+([A-Za-z]+)', question, flags=re.I) for t in tokens(word)}
     words = [w for w in re.findall(r"[A-Za-z0-9][A-Za-z0-9+#.\-_/]*[A-Za-z0-9+#]|[A-Za-z0-9]", question)
-             if w.lower() not in ENGLISH_STOP_WORDS]
+             if w.lower() not in ENGLISH_STOP_WORDS and w.lower() not in _CAPABILITY_VERBS]
     terms = [t for w in words for t in tokens(w)]
     return [t for t in dict.fromkeys(terms) if t not in _QUESTION_WORDS and t not in dimension]
 

@@ -49,11 +49,11 @@ def test_threshold_sweep_is_monotone_and_suggests_within_budget():
 
 
 def test_unknown_words_sweep_is_monotone_and_its_suggestion_keeps_the_answerable():
-    vocabulary = {'plan', 'dental', 'cover', 'deductible', 'claim'}.__contains__
-    items = [QAItem('a1', 'Does the plan cover dental?', ['A.pdf'], []),
+    vocabulary = {'plan', 'dental', 'pay', 'deductible', 'claim'}.__contains__
+    items = [QAItem('a1', 'Does the plan pay for dental?', ['A.pdf'], []),
              QAItem('a2', 'What is the deductible for a claim?', ['A.pdf'], []),
              QAItem('a3', 'Is the dental plan worth it?', ['A.pdf'], []),            # 'worth' unknown: 1 of 3
-             QAItem('u1', 'Does the plan cover a laptop?', [], [], answerable=False),  # 1 of 3 unknown
+             QAItem('u1', 'Does the dental plan pay for a laptop?', [], [], answerable=False),  # 1 of 4 unknown
              QAItem('u2', 'Is parking free?', [], [], answerable=False)]               # all unknown
     retrieve = lambda q, k: [_doc('A.pdf', 1, 0.6)]  # noqa: E731
     result = evaluate_retriever('t', retrieve, items, ks=(1,), threshold=0.25, idf=lambda t: 1.0,
@@ -190,3 +190,14 @@ def test_coverage_check_applies_below_a_close_match_only():
     assert moderate.abstain and moderate.coverage < 0.45 and 'key words' in moderate.reason
     close = guard.check(chunks(0.71), question, lambda t: 1.0, words)
     assert not close.abstain and close.coverage == moderate.coverage
+
+
+def test_capability_verbs_are_not_taken_for_the_subject():
+    from rag_plugin.guard import RelevanceGuard, _content_terms
+    assert _content_terms('How do I enable two-factor authentication?') == ['two-factor', 'authentication']
+    assert _content_terms('Does the plan cover LASIK?') == ['plan', 'lasik']
+    docs = [Document(page_content='When you turn on two-factor authentication you receive recovery codes.',
+                     metadata={'score': 0.57})]
+    known = {'turn', 'two-factor', 'authentication', 'receive', 'recovery', 'code'}.__contains__
+    decision = RelevanceGuard().check(docs, 'How do I enable two-factor authentication?', lambda t: 1.0, known)
+    assert not decision.abstain and decision.unknown == []  # the documents say "turn on"

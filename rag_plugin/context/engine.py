@@ -325,13 +325,13 @@ class ContextEngine:
         return Gathered(request, kept)
 
     def _guard(self, request: ContextRequest, docs: list[Document]):
-        """The RAG's guard, as :meth:`RAG.run` applies it (with the question's word coverage when the lexical index
-        provides IDF); code mode checks similarity only (the word index keeps dotted names whole, so coverage
-        misjudges code, and it was measured on prose)."""
-        idf = getattr(getattr(self.rag.retriever, 'lexical', None), 'idf', None)
-        if idf is None or request.mode == 'codigo':
+        """The RAG's guard, as :meth:`RAG.run` applies it (with the word coverage and vocabulary checks when the
+        lexical index is there); code mode checks similarity only (the word index keeps dotted names whole, so those
+        checks misjudge code, and they were measured on prose)."""
+        lexical = getattr(self.rag.retriever, 'lexical', None)
+        if lexical is None or request.mode == 'codigo':
             return self.rag.guard.check(docs)
-        return self.rag.guard.check(docs, request.question, idf)
+        return self.rag.guard.check(docs, request.question, lexical.idf, lexical.knows)
 
     def _bootstrap(self, request: ContextRequest) -> list[Candidate]:
         settings = self.settings
