@@ -349,12 +349,17 @@ def plot(results: list[ConfigResult], ks: tuple[int, ...], path: str, title: str
         if r.unknown_sweep and r.n_unanswerable:
             right.plot([100 * p[1] for p in r.unknown_sweep], [100 * p[2] for p in r.unknown_sweep], linestyle=':',
                        label=f'{r.name} (unknown-words sweep)')
-    right.set_xlabel('false abstention on answerable questions (%)\n'
-                     'solid: similarity, dashed: coverage, dotted: unknown words')
-    right.set_ylabel('correct abstention on unanswerable (%)')
-    right.set_xlim(-2, 60)
-    right.grid(alpha=0.3)
-    right.legend(fontsize=7)
+    if not any(r.n_unanswerable for r in results):
+        right.text(0.5, 0.5, 'no unanswerable questions in this QA set:\nno abstention trade-off to draw',
+                   ha='center', va='center', transform=right.transAxes)
+        right.set_axis_off()
+    else:
+        right.set_xlabel('false abstention on answerable questions (%)\n'
+                         'solid: similarity, dashed: coverage, dotted: unknown words')
+        right.set_ylabel('correct abstention on unanswerable (%)')
+        right.set_xlim(-2, 60)
+        right.grid(alpha=0.3)
+        right.legend(fontsize=7)
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
