@@ -131,11 +131,12 @@ def unknown_share(question: str, vocabulary: Callable[[str], bool], idf: Callabl
         idf (Callable[[str], float]): corpus IDF of a word
     """
     terms = _content_terms(question)
+    return _weight_share([t for t in terms if not vocabulary(t)], terms, idf)
+
+
+def _weight_share(part: list[str], terms: list[str], idf: Callable[[str], float]) -> float:
     total = sum(idf(t) for t in terms)
-    if not total:
-        return 0.0
-    unknown = [t for t in terms if not vocabulary(t)]
-    return sum(idf(t) for t in unknown) / total
+    return sum(idf(t) for t in part) / total if total else 0.0
 
 
 @dataclass
@@ -204,11 +205,11 @@ class RelevanceGuard:
             return GuardDecision(True, 'low', None, self.threshold, reason='nothing retrieved')
         best = max(scores)
         coverage = term_coverage(question, docs, idf) if question and idf is not None else None
-        unknown = [t for t in _content_terms(question) if not vocabulary(t)] \
-            if question and idf is not None and vocabulary is not None else []
+        terms = _content_terms(question) if question and idf is not None and vocabulary is not None else []
+        unknown = [t for t in terms if not vocabulary(t)]
         if best < self.threshold:
             return GuardDecision(True, 'low', best, self.threshold, coverage, 'best score below the threshold', unknown)
-        if unknown and unknown_share(question, vocabulary, idf) >= self.max_unknown:
+        if unknown and _weight_share(unknown, terms, idf) >= self.max_unknown:
             return GuardDecision(True, 'low', best, self.threshold, coverage,
                                  f'the documents never mention: {", ".join(unknown)}', unknown)
         if coverage is not None and coverage < self.min_coverage and best < self.coverage_below:

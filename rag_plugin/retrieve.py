@@ -204,26 +204,30 @@ class LexicalIndex:
         with self._lock:
             return {i: self._by_id[i] for i in ids if i in self._by_id}
 
+    def _frequencies(self) -> dict[str, int]:
+        """Document frequency of every word of the (fresh) index; call with the lock held."""
+        self._ensure_fresh()
+        if self._df is None:
+            counts: dict[str, int] = {}
+            for terms in self._tokens.values():
+                for t in set(terms):
+                    counts[t] = counts.get(t, 0) + 1
+            self._df = counts
+        return self._df
+
     def idf(self, term: str) -> float:
         """Inverse document frequency of a (normalised) word in the store's chunks; highest for unseen words."""
         with self._lock:
-            self._ensure_fresh()
-            if self._df is None:
-                counts: dict[str, int] = {}
-                for terms in self._tokens.values():
-                    for t in set(terms):
-                        counts[t] = counts.get(t, 0) + 1
-                self._df = counts
-            n = len(self._ids)
-            return math.log(1 + n / (1 + self._df.get(term, 0)))
+            df = self._frequencies()
+            return math.log(1 + len(self._ids) / (1 + df.get(term, 0)))
 
     def knows(self, term: str) -> bool:
         """Whether the chunks use a (normalised) word: exactly, as another form of it, or as a close spelling."""
         from rag_plugin.guard import _found
         with self._lock:
-            self.idf(term)  # fresh index and document frequencies
+            df = self._frequencies()
             if term not in self._known:
-                self._known[term] = _found(term, self._df.keys())
+                self._known[term] = _found(term, df.keys())
             return self._known[term]
 
     def search(self, query: str, k: int, filter: Optional[dict] = None, refresh: bool = True
