@@ -206,14 +206,15 @@ def evaluate_retriever(name: str, retrieve: Retrieve, items: list[QAItem], ks: t
                     and (skip == 'coverage' or c >= min_coverage or s >= coverage_below)
                     and (skip == 'unknown' or u < max_unknown))
 
-        def signal(items, index, skip):  # a question the other checks reject counts as abstained
-            if skip == 'coverage':  # a close match is never rejected for coverage
-                return [(i[1] if i[0] < coverage_below else 9.0) if kept(i, skip) else -1.0 for i in items]
-            return [i[index] if kept(i, skip) else -1.0 for i in items]
-        result.sweep = threshold_sweep(signal(best_ok, 0, 'score'), signal(best_no, 0, 'score'))
+        value = {'score': lambda i: i[0],
+                 'coverage': lambda i: i[1] if i[0] < coverage_below else 9.0}  # a close match is never refused
+
+        def signal(items, check):  # a question the other checks reject counts as abstained
+            return [value[check](i) if kept(i, check) else -1.0 for i in items]
+        result.sweep = threshold_sweep(signal(best_ok, 'score'), signal(best_no, 'score'))
         result.suggested_threshold = suggest_threshold(result.sweep, max_false) if best_no else None
         if idf is not None:
-            result.coverage_sweep = threshold_sweep(signal(best_ok, 1, 'coverage'), signal(best_no, 1, 'coverage'))
+            result.coverage_sweep = threshold_sweep(signal(best_ok, 'coverage'), signal(best_no, 'coverage'))
             result.suggested_min_coverage = suggest_threshold(result.coverage_sweep, max_false) if best_no else None
         if vocabulary is not None:
             def share_rate(items, u):  # abstained: rejected by the other checks, or unknown share >= u
