@@ -117,6 +117,19 @@ def _chroma_targets(embeddings) -> list:
             (Collection, 'get', 'chroma_get'), (Collection, 'delete', 'chroma_delete')]
 
 
+def _timed_load(rag, folder: Path, what: str = '') -> tuple[float, Optional[str]]:
+    """Seconds ``rag.load_pdfs(folder)`` takes, and its error (first line, prefixed by ``what``) or None."""
+    started = time.perf_counter()
+    try:
+        rag.load_pdfs(str(folder))
+        error = None
+    except Exception as e:  # noqa: BLE001 - reported in the table
+        first_line = (str(e).strip().splitlines() or [''])[0][:160]
+        error = f'{what}{type(e).__name__}: {first_line}'
+        logging.debug(traceback.format_exc())
+    return time.perf_counter() - started, error
+
+
 def embed_floor(embeddings, texts: list[str]) -> float:
     """Seconds to embed the texts in batches of :data:`FLOOR_BATCH` (no store, no parsing)."""
     started = time.perf_counter()
@@ -140,26 +153,14 @@ def run_bbf(folder: Path, embeddings, reingest: bool = True) -> dict:
         targets = [(PyPDFLoader, 'load', 'parse'), (splitter, 'split_documents', 'split')] + _chroma_targets(embeddings)
         probe = Probe()
         with probe.patched(targets, on_result={'parse': lambda docs: pages.append(len(docs))}):
-            started = time.perf_counter()
-            try:
-                rag.load_pdfs(str(folder))
-                out['error'] = None
-            except Exception as e:  # noqa: BLE001 - reported in the table
-                out['error'] = f'{type(e).__name__}: {str(e).strip().splitlines()[0][:160]}'
-                logging.debug(traceback.format_exc())
-            out['first_s'] = time.perf_counter() - started
+            out['first_s'], out['error'] = _timed_load(rag, folder)
         out['pages'] = sum(pages)
         out['breakdown'] = _breakdown(probe, out['first_s'])
         first = _store_stats(store)
         out['chunks'] = first['chunks']
         out['texts'] = first['texts']
         if out['error'] is None and reingest:
-            started = time.perf_counter()
-            try:
-                rag.load_pdfs(str(folder))
-            except Exception as e:  # noqa: BLE001
-                out['error'] = f're-ingestion: {type(e).__name__}: {str(e).strip().splitlines()[0][:160]}'
-            out['reingest_s'] = time.perf_counter() - started
+            out['reingest_s'], out['error'] = _timed_load(rag, folder, 're-ingestion: ')
             after = _store_stats(store)
             out['chunks_after'], out['duplicates'] = after['chunks'], after['duplicates']
         else:
@@ -189,13 +190,7 @@ def run_ours(folder: Path, embeddings) -> dict:
         targets += _chroma_targets(embeddings)
         probe = Probe()
         with probe.patched(targets, on_result={'ingest': reports.append}):
-            started = time.perf_counter()
-            try:
-                rag.load_pdfs(str(folder))
-                out['error'] = None
-            except Exception as e:  # noqa: BLE001
-                out['error'] = f'{type(e).__name__}: {str(e).strip().splitlines()[0][:160]}'
-            out['first_s'] = time.perf_counter() - started
+            out['first_s'], out['error'] = _timed_load(rag, folder)
         out['breakdown'] = _breakdown(probe, out['first_s'])
         report = reports[0] if reports else None
         out['skipped'] = [f'{f.source_id}: {f.reason}' for f in report.skipped] if report else []
@@ -207,12 +202,9 @@ def run_ours(folder: Path, embeddings) -> dict:
         reports.clear()
         reprobe = Probe()
         with reprobe.patched([(Ingestor, 'ingest', 'ingest')], on_result={'ingest': reports.append}):
-            started = time.perf_counter()
-            try:
-                rag.load_pdfs(str(folder))
-            except Exception as e:  # noqa: BLE001
-                out['error'] = f're-ingestion: {type(e).__name__}: {e}'
-            out['reingest_s'] = time.perf_counter() - started
+            out['reingest_s'], error = _timed_load(rag, folder, 're-ingestion: ')
+            if error:
+                out['error'] = error
         out['reingest_added'] = reports[0].chunks_added if reports else None
         after = _store_stats(store)
         out['chunks_after'], out['duplicates'] = after['chunks'], after['duplicates']
