@@ -57,8 +57,6 @@ _CAPABILITY_VERBS = frozenset('enable enables enabled disable disables allow all
 def _content_terms(question: str) -> list[str]:
     """The question's words that name its subject: no stop words (scikit-learn's English list), no question-shape
     words or capability verbs, and not the word after "how" ("how big", "how soon": answers rarely repeat it)."""
-    import re
-
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
     from rag_plugin.generate.extractive import tokens
