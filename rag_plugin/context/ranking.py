@@ -11,7 +11,7 @@ from langchain_core.documents import Document
 
 from rag_plugin.context.catalog import is_critical
 from rag_plugin.context.intents import SubQuery
-from rag_plugin.generate.extractive import tokens
+from rag_plugin.text import tokens
 
 RRF_K = 60
 """int: the rank offset of runs without retrieval scores (as in reciprocal rank fusion)."""

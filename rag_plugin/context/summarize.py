@@ -15,7 +15,7 @@ from typing import Optional
 from langchain_core.documents import Document
 
 from rag_plugin.context.catalog import is_critical
-from rag_plugin.generate.extractive import split_sentences, tokens
+from rag_plugin.text import split_sentences, tokens
 
 CRITICAL_CUES = re.compile(
     r"\b(must|mustn't|must not|never|always|required|requires|mandatory|not supported|unsupported|warning|"
