@@ -186,9 +186,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
     results = run_evaluation(args.pdfs, args.qa, ks, configs, args.baseline, args.cache, args.threshold,
                              progress=not args.json_only)
     print(format_table(results, ks))
+    answers = []
+    if args.answers:
+        from rag_plugin.evaluation import format_answer_table, run_answer_evaluation
+        rows: Optional[list] = [] if args.per_question else None
+        answers = run_answer_evaluation(args.pdfs, args.qa, configs, args.cache, progress=False, per_question=rows)
+        print()
+        print(format_answer_table(answers))
+        if args.per_question:
+            with open(args.per_question, 'w', encoding='utf-8') as f:
+                f.writelines(json.dumps(row, ensure_ascii=False) + '\n' for row in rows)
     if args.json:
         with open(args.json, 'w', encoding='utf-8') as f:
-            json.dump(results_to_dict(results), f, indent=2)
+            json.dump({'retrieval': results_to_dict(results), 'answers': results_to_dict(answers)}
+                      if args.answers else results_to_dict(results), f, indent=2)
     if args.plot:
         folder = os.path.normpath(os.path.abspath(args.pdfs))
         name = os.path.basename(folder)
@@ -305,6 +316,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--json', help='write the results as JSON to this file')
     p.add_argument('--json-only', action='store_true', help='no progress output')
     p.add_argument('--plot', help='save a PNG of hit@k and the abstention trade-off')
+    p.add_argument('--answers', action='store_true',
+                   help='also run every question through RAG.run: abstention, citation accuracy, answer recall')
+    p.add_argument('--per-question', metavar='OUT.jsonl',
+                   help='with --answers: write one line per question (abstained, reason, retrieved, answer)')
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser('setup-nltk', help="write the offline 'punkt' model BBF needs (no download)")

@@ -30,6 +30,7 @@ class QAItem:
     citations: list[tuple[str, int]]
     answerable: bool = True
     answer: str = ''
+    evidence: str = ''
 
 
 def load_qa(path: str | Path) -> list[QAItem]:
@@ -44,7 +45,7 @@ def load_qa(path: str | Path) -> list[QAItem]:
         if not citations and row.get('source'):
             citations = [(row['source'], int(p)) for p in row.get('pages') or []]
         items.append(QAItem(str(row.get('id', n)), row['question'], sources, citations,
-                            bool(row.get('answerable', True)), row.get('answer') or ''))
+                            bool(row.get('answerable', True)), row.get('answer') or '', row.get('evidence') or ''))
     return items
 
 
@@ -135,8 +136,7 @@ def _percentile(values: list[float], q: float) -> float:
 
 def evaluate_retriever(name: str, retrieve: Retrieve, items: list[QAItem], ks: tuple[int, ...] = (1, 4, 10),
                        threshold: Optional[float] = None, max_false: float = 0.05,
-                       idf: Optional[Callable[[str], float]] = None, min_coverage: float = 0.0,
-                       guard_k: int = 4, vocabulary: Optional[Callable[[str], bool]] = None,
+                       signals=None, min_coverage: float = 0.0, guard_k: int = 4,
                        max_unknown: float = 1.01, coverage_below: float = 9.0, repeats: int = 3) -> ConfigResult:
     """Run every question through ``retrieve`` (at the largest k, at least 10) and compute the metrics.
 
@@ -147,17 +147,17 @@ def evaluate_retriever(name: str, retrieve: Retrieve, items: list[QAItem], ks: t
         ks (tuple[int]): the k of hit@k
         threshold (float): the guard threshold to report abstention at (None: scores are not compared)
         max_false (float): false-abstention budget of the suggested threshold
-        idf (Callable[[str], float]): corpus IDF, to measure the guard's coverage check (None: not measured)
+        signals (CorpusSignals): corpus statistics and word meaning, to measure the guard's coverage and vocabulary
+            checks (None: not measured)
         min_coverage (float): the coverage threshold abstention is reported at
-        vocabulary (Callable[[str], bool]): whether the corpus uses a word, for the guard's vocabulary check (None:
-            not measured)
         max_unknown (float): the vocabulary check's threshold abstention is reported at
         coverage_below (float): the coverage check applies when the best score is below this
         repeats (int): each question is retrieved this many times; its latency is the median (a single timing of a
             10 ms call is mostly the machine's noise)
         guard_k (int): the guard sees the top ``guard_k`` chunks, as the RAG does with its ``k``
     """
-    from rag_plugin.guard import term_coverage, unknown_share
+    from rag_plugin.guard import match_terms
+    from rag_plugin.text import weight_share
     depth = max(max(ks), 10)
     result = ConfigResult(name)
     latencies, best_ok, best_no = [], [], []
@@ -171,8 +171,13 @@ def evaluate_retriever(name: str, retrieve: Retrieve, items: list[QAItem], ks: t
         latencies.append(statistics.median(timings))
         scores = [d.metadata.get('score') for d in docs[:guard_k] if d.metadata.get('score') is not None]
         best = max(scores) if scores else None
-        coverage = term_coverage(item.question, docs[:guard_k], idf) if idf is not None else 1.0
-        share = unknown_share(item.question, vocabulary, idf) if idf is not None and vocabulary is not None else 0.0
+        coverage, share = 1.0, 0.0
+        if signals is not None and signals.idf is not None:
+            match = match_terms(item.question, docs[:guard_k], signals)
+            terms = [t.token for t in match.terms]
+            if terms:
+                coverage = weight_share([t for t in terms if t in match.in_chunks], terms, signals.idf)
+                share = weight_share(match.unknown, terms, signals.idf)
         if not item.answerable:
             result.n_unanswerable += 1
             if best is not None:
@@ -213,10 +218,10 @@ def evaluate_retriever(name: str, retrieve: Retrieve, items: list[QAItem], ks: t
             return [value[check](i) if kept(i, check) else -1.0 for i in items]
         result.sweep = threshold_sweep(signal(best_ok, 'score'), signal(best_no, 'score'))
         result.suggested_threshold = suggest_threshold(result.sweep, max_false) if best_no else None
-        if idf is not None:
+        if signals is not None:
             result.coverage_sweep = threshold_sweep(signal(best_ok, 'coverage'), signal(best_no, 'coverage'))
             result.suggested_min_coverage = suggest_threshold(result.coverage_sweep, max_false) if best_no else None
-        if vocabulary is not None:
+        if signals is not None:
             def share_rate(items, u):  # abstained: rejected by the other checks, or unknown share >= u
                 return sum(not kept(i, 'unknown') or i[2] >= u for i in items) / len(items) if items else 0.0
             result.unknown_sweep = [(u / 100, share_rate(best_ok, u / 100), share_rate(best_no, u / 100))
@@ -388,7 +393,7 @@ def run_evaluation(pdfs: str, qa_files: list[str], ks: tuple[int, ...] = (1, 4, 
     """
     from rag_plugin.defaults import default_embeddings
     from rag_plugin.guard import (DEFAULT_COVERAGE_BELOW, DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE,
-                                  DEFAULT_RELEVANCE_THRESHOLD)
+                                  DEFAULT_RELEVANCE_THRESHOLD, CorpusSignals, WordSimilarity)
     from rag_plugin.retrieve import LexicalIndex
     threshold = DEFAULT_RELEVANCE_THRESHOLD if threshold is None else threshold
     items = [item for path in qa_files for item in load_qa(path)]
@@ -401,15 +406,14 @@ def run_evaluation(pdfs: str, qa_files: list[str], ks: tuple[int, ...] = (1, 4, 
         results.append(evaluate_retriever('BBF 1.5', bbf, items, ks))
     store, _ = ours_store(folder, cache, embeddings, progress)
     lexical = LexicalIndex(store)
-    idf = lexical.idf
+    signals = CorpusSignals(lexical.idf, lexical.knows, WordSimilarity(embeddings))
     for name in configs:
         retrieve = make_retriever(name, store)
         retrieve('warm-up', 1)
         hybrid = name.startswith('hybrid')  # the coverage check needs the lexical index: hybrid only
         results.append(evaluate_retriever(name, retrieve, items, ks, threshold=threshold,
-                                          idf=idf if hybrid else None,
+                                          signals=signals if hybrid else None,
                                           min_coverage=DEFAULT_MIN_COVERAGE if hybrid else 0.0,
-                                          vocabulary=lexical.knows if hybrid else None,
                                           max_unknown=DEFAULT_MAX_UNKNOWN, coverage_below=DEFAULT_COVERAGE_BELOW))
     return results
 
@@ -418,3 +422,196 @@ def results_to_dict(results: list[ConfigResult]) -> list[dict]:
     """Plain data for ``--json``."""
     from dataclasses import asdict
     return [asdict(r) for r in results]
+
+
+# ---- answer-level evaluation: the whole RAG.run path ----------------------------------------------------------------
+EVIDENCE_RECALL = 0.6
+"""float: an answer contains the gold evidence when it holds this share of the evidence's content words."""
+
+
+def token_recall(reference: str, answer: str) -> float:
+    """Share of the reference's distinct content words that the answer contains (1.0 for an empty reference)."""
+    from rag_plugin.text import tokens
+    wanted = set(tokens(reference))
+    return len(wanted & set(tokens(answer))) / len(wanted) if wanted else 1.0
+
+
+@dataclass
+class AnswerResult:
+    """Answer-level metrics of one RAG configuration (every question through ``RAG.run``).
+
+    Attributes:
+        name (str): the configuration
+        n_answerable (int): answerable questions
+        n_unanswerable (int): unanswerable questions
+        false_abstention (float): share of answerable questions the RAG refused
+        correct_abstention (float | None): share of unanswerable questions it refused
+        citation_accuracy (float): share of answerable questions whose answer cites a fragment on a gold page
+            (+-1; the gold document when the item has no pages); a refusal counts as a miss
+        evidence_recall (float | None): share of answerable questions with an ``evidence`` sentence whose answer
+            contains it (token recall >= :data:`EVIDENCE_RECALL`)
+        answer_recall (float | None): mean token recall of the reference ``answer`` (items that have one)
+        fragment_page_hit (float | None): share of answerable questions with page citations whose retrieved fragments
+            include a gold page (+-1), refused or not
+        latency_p50_ms (float): median ``RAG.run`` latency
+        latency_p95_ms (float): 95th percentile
+        refusals (dict[str, int]): refusals by who refused (guard check or answerer)
+    """
+    name: str
+    n_answerable: int = 0
+    n_unanswerable: int = 0
+    false_abstention: float = 0.0
+    correct_abstention: Optional[float] = None
+    citation_accuracy: float = 0.0
+    evidence_recall: Optional[float] = None
+    answer_recall: Optional[float] = None
+    fragment_page_hit: Optional[float] = None
+    latency_p50_ms: float = 0.0
+    latency_p95_ms: float = 0.0
+    refusals: dict = field(default_factory=dict)
+
+
+def _on_gold(metadata: dict, item: QAItem) -> bool:
+    if item.citations:
+        return any(metadata.get('source') == s and metadata.get('page') is not None and abs(int(metadata['page']) - p)
+                   <= 1 for s, p in item.citations)
+    return metadata.get('source') in set(item.sources)
+
+
+def evaluate_answers(name: str, rag, items: list[QAItem], per_question: Optional[list] = None) -> AnswerResult:
+    """Run every question through ``rag.run`` (no session) and measure the answers.
+
+    Args:
+        name (str): the configuration's name in the table
+        rag (RAG): the RAG under test; its trace (on a temporary file when it has none) supplies the refusal reasons
+        items (list[QAItem]): the questions
+        per_question (list): when given, one dict per question is appended (see ``--per-question``)
+    """
+    import tempfile
+
+    from rag_plugin.trace import TraceWriter, read_trace
+    result = AnswerResult(name)
+    tracer = rag.tracer
+    folder = tempfile.TemporaryDirectory()
+    if tracer is None:
+        rag.tracer = TraceWriter(str(Path(folder.name) / 'trace.jsonl'))
+    latencies: list[float] = []
+    false = correct = cited_ok = evidence_ok = n_evidence = page_hits = n_pages = 0
+    recalls: list[float] = []
+    try:
+        for item in items:
+            started = time.perf_counter()
+            message = rag.run(message=item.question)
+            latencies.append((time.perf_counter() - started) * 1000)
+            record = read_trace(rag.tracer.path, 1)[-1]
+            guard = record.get('guard') or {}
+            who = record.get('refused_by') or ('guard' if guard.get('abstain') else None)
+            reason = guard.get('reason') or record.get('refusal_reason') or ''
+            if message.abstained:
+                key = f'{who or "other"}: {reason.split(":")[0]}' if reason else who or 'other'
+                result.refusals[key] = result.refusals.get(key, 0) + 1
+            row = {'id': item.id, 'question': item.question, 'answerable': item.answerable,
+                   'abstained': message.abstained, 'refused_by': who if message.abstained else None,
+                   'reason': reason, 'query': message.query,
+                   'retrieved': [{'chunk_id': d.metadata.get('chunk_id'), 'source': d.metadata.get('source'),
+                                  'page': d.metadata.get('page'), 'score': d.metadata.get('score')}
+                                 for d in message.docs],
+                   'cited': message.cited, 'answer': message.answer}
+            if not item.answerable:
+                result.n_unanswerable += 1
+                correct += message.abstained
+            else:
+                result.n_answerable += 1
+                false += message.abstained
+                ok = not message.abstained and any(
+                    _on_gold(message.docs[n - 1].metadata, item) for n in message.cited if n <= len(message.docs))
+                cited_ok += ok
+                row['citation_ok'] = ok
+                if item.citations:
+                    n_pages += 1
+                    page_hits += any(_on_gold(chunk, item) for chunk in record.get('retrieved') or [])
+                answer = '' if message.abstained else message.answer
+                if item.evidence:
+                    n_evidence += 1
+                    row['evidence_recall'] = round(token_recall(item.evidence, answer), 3)
+                    evidence_ok += row['evidence_recall'] >= EVIDENCE_RECALL
+                if item.answer:
+                    row['answer_recall'] = round(token_recall(item.answer, answer), 3)
+                    recalls.append(row['answer_recall'])
+            if per_question is not None:
+                per_question.append(row)
+    finally:
+        rag.tracer = tracer
+        folder.cleanup()
+    if result.n_answerable:
+        result.false_abstention = false / result.n_answerable
+        result.citation_accuracy = cited_ok / result.n_answerable
+    if result.n_unanswerable:
+        result.correct_abstention = correct / result.n_unanswerable
+    result.evidence_recall = evidence_ok / n_evidence if n_evidence else None
+    result.answer_recall = statistics.fmean(recalls) if recalls else None
+    result.fragment_page_hit = page_hits / n_pages if n_pages else None
+    result.latency_p50_ms = _percentile(latencies, 50)
+    result.latency_p95_ms = _percentile(latencies, 95)
+    return result
+
+
+def format_answer_table(results: list[AnswerResult]) -> str:
+    """Render answer-level results side by side (Markdown-compatible)."""
+    def pct(value: Optional[float]) -> str:
+        return '-' if value is None else f'{100 * value:.1f}%'
+    rows = [('metric', *[r.name for r in results]),
+            ('answerable / unanswerable', *[f'{r.n_answerable} / {r.n_unanswerable}' for r in results]),
+            ('false abstention', *[pct(r.false_abstention) for r in results]),
+            ('correct abstention', *[pct(r.correct_abstention) for r in results]),
+            ('citation on a gold page (+-1)', *[pct(r.citation_accuracy) for r in results]),
+            ('retrieved fragments include a gold page (+-1)', *[pct(r.fragment_page_hit) for r in results]),
+            (f'answer holds the evidence (recall >= {EVIDENCE_RECALL})', *[pct(r.evidence_recall) for r in results]),
+            ('reference answer recall (mean)', *[pct(r.answer_recall) for r in results]),
+            ('RAG.run p50 ms', *[f'{r.latency_p50_ms:.0f}' for r in results]),
+            ('RAG.run p95 ms', *[f'{r.latency_p95_ms:.0f}' for r in results])]
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    lines = ['| ' + ' | '.join(str(c).ljust(w) for c, w in zip(row, widths)) + ' |' for row in rows]
+    lines.insert(1, '|' + '|'.join('-' * (w + 2) for w in widths) + '|')
+    for r in results:
+        if r.refusals:
+            lines.append(f'refusals ({r.name}): ' + ', '.join(f'{k} x{v}' for k, v in sorted(r.refusals.items())))
+    return '\n'.join(lines)
+
+
+def run_answer_evaluation(pdfs: str, qa_files: list[str], configs: tuple[str, ...] = ('hybrid-convex',),
+                          cache_dir: str = '.cache/eval', progress: bool = True,
+                          per_question: Optional[list] = None) -> list[AnswerResult]:
+    """Evaluate the whole ``RAG.run`` path (default RAG, extractive answerer) for each retriever configuration.
+
+    Args:
+        pdfs (str): the folder of documents
+        qa_files (list[str]): QA ``.jsonl`` files
+        configs (tuple[str]): retriever configurations (see :func:`make_retriever`); ``hybrid-convex`` is the default
+        cache_dir (str): where ingested stores are kept between runs
+        progress (bool): show ingestion progress
+        per_question (list): when given, receives one dict per question and configuration
+    """
+    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter
+    from rag_plugin.defaults import default_embeddings
+    from rag_plugin.retrieve import DenseRetriever, Fusion, HybridRetriever
+    items = [item for path in qa_files for item in load_qa(path)]
+    store, _ = ours_store(Path(pdfs), Path(cache_dir), default_embeddings(), progress)
+    results = []
+    for name in configs:
+        bot = StandaloneBot()
+        ExtractiveLLM(bot)
+        rag = RAG(bot, store, default_splitter(), 'extractive')
+        if name != 'hybrid-convex':
+            retriever = {'dense': lambda: DenseRetriever(store),
+                         'hybrid-rrf': lambda: HybridRetriever(store, Fusion('rrf')),
+                         'hybrid-convex-mmr': lambda: HybridRetriever(store, Fusion('convex'), mmr=True)}.get(name)
+            if retriever is None:
+                raise ValueError(f'unknown configuration {name!r}; known: {", ".join(DEFAULT_CONFIGS)}')
+            rag.retriever = retriever()
+        rag.run(message='warm-up')
+        rows: list = []
+        results.append(evaluate_answers(name, rag, items, rows))
+        if per_question is not None:
+            per_question.extend({'config': name, **row} for row in rows)
+    return results
