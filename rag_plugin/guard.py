@@ -1,32 +1,38 @@
 """Guard: decide whether the retrieved chunks are relevant enough to answer from, and how confident to be.
 
-Three checks, all measured (see README, "The guard"):
+The guard judges **meaning, not spelling** (see README, "The guard"):
 
 1. **Similarity**: the best chunk's cosine score (the scale of :mod:`rag_plugin.retrieve`) must reach
-   ``threshold``. This rejects questions far from the documents ("Who won the World Cup?").
-2. **Coverage**: the question's distinctive words must appear in the retrieved chunks. Coverage is the share of
-   the question's content words, weighted by their IDF in the corpus, found in the chunks (exactly, as another
-   form of the word, or, for words that are not common English, as a close spelling: typos pass, "commuter" does not
-   pass for "computer"). This rejects questions close to the domain that the documents do not answer ("Is there an
-   Apple Watch app?": the chunks about apps match by meaning, but nothing mentions a watch). It applies when the best
-   similarity is below ``coverage_below``: a chunk that matches closely in meaning may use other words for all of
-   a long question's ("How has Intel's total net sales fluctuated over historical periods?").
-3. **Vocabulary**: the question's distinctive words must occur somewhere in the documents. When words carrying
-   ``max_unknown`` or more of its IDF weight never occur ("Does Contoso give employees a free *laptop*?"), the
-   documents cannot answer it, however close the rest is; the reason names those words.
+   ``threshold``. This rejects questions far from the documents ("Who won the World Cup?"), for every LLM.
+2. **Vocabulary**: a question whose subject the documents never mention cannot be answered from them, however
+   close its other words are ("Does Contoso give employees a free *laptop*?"). A question word counts as mentioned
+   when the corpus uses it (exactly, as another form, or as a typo's close spelling) **or when a word of the
+   retrieved chunks means nearly the same** by the embedding model ("yearly" / "annual", "biggest" / "maximum").
+   When the words mentioned nowhere carry ``max_unknown`` or more of the question's IDF weight, the guard abstains
+   and names them.
+3. **Coverage**: when the best chunk is only a moderate match (below ``coverage_below``), the question's content
+   words, weighted by IDF, must be found in the retrieved chunks (again by form or by meaning) for at least
+   ``min_coverage`` of their weight.
 
-Checks 2 and 3 need the corpus statistics of the lexical index, so they apply with the hybrid retriever only.
+Checks 2 and 3 need the corpus statistics of the lexical index (:class:`CorpusSignals`), so they apply with the
+hybrid retriever only. With a **generative** LLM only check 1 applies before the LLM: near-domain answerability is
+the LLM's call (the prompt asks it to say when the fragments do not contain the answer, and
+:mod:`rag_plugin.generate.refusal` turns that reply into an abstention).
 
-If any check fails the RAG abstains: it answers an honest "not in the documents" and does not call the LLM.
+If a check fails the RAG abstains: it answers an honest "not in the documents" and does not call the LLM.
 """
 from __future__ import annotations
 
-import difflib
 import re
+import threading
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Any, Callable, Iterable, Optional
 
+import numpy as np
 from langchain_core.documents import Document
+
+from rag_plugin.text import STOP_WORDS, WORD, fold, found, is_common_english, normalise, tokens, weight_share
+from rag_plugin.text.abbreviations import ABBREVIATIONS
 
 DEFAULT_RELEVANCE_THRESHOLD = 0.25
 """float: default similarity threshold for all-MiniLM-L6-v2 cosine scores (measured; README, "The guard")."""
@@ -39,102 +45,219 @@ DEFAULT_COVERAGE_BELOW = 0.5
 meaning may paraphrase every word of a long question."""
 
 DEFAULT_MAX_UNKNOWN = 0.35
-"""float: default maximum IDF-weighted share of the question's words that the documents never use (measured)."""
+"""float: default maximum IDF-weighted share of the question's words that the documents never mention (measured)."""
+
+DEFAULT_WORD_SIMILARITY = 0.75
+"""float: two words mean nearly the same when their embeddings' cosine reaches this (measured; README)."""
 
 DEFAULT_NOT_FOUND_ANSWER = "I can't find this in the available documents."
 """str: the default answer when the RAG abstains."""
 
+HIGH_MARGIN = 0.2
+"""float: the best score must exceed the threshold by this much for ``high`` confidence."""
+
+MEDIUM_MARGIN = 0.08
+"""float: ... and by this much for ``medium`` (else ``low``)."""
+
+HIGH_CONFIDENCE_COVERAGE = 0.75
+"""float: below this coverage an answer is at most ``medium`` confidence."""
+
 # Words that carry the shape of a question, not its subject.
 _QUESTION_WORDS = frozenset('much many often long way best good get make use need want kind type difference '
-                            'happen mean work doe does explain describe'.split())
+                            'happen mean work doe does explain describe info information detail details thing '
+                            'things stuff'.split())
 
 # Verbs that ask whether or how something is available ("How do I *enable* X?", "Does the plan *cover* X?",
 # "Can I *turn on* X?"): the subject is X, and documents word the action their own way ("turn on", "includes").
 _CAPABILITY_VERBS = frozenset('enable enables enabled disable disables allow allows offer offers provide provides '
                               'support supports cover covers give gives have has turn set'.split())
 
-
-def _content_terms(question: str) -> list[str]:
-    """The question's words that name its subject: no stop words (scikit-learn's English list), no question-shape
-    words or capability verbs, and not the word after "how" ("how big", "how soon": answers rarely repeat it)."""
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
-    from rag_plugin.generate.extractive import tokens
-    dimension = {t for word in re.findall(r'\bhow\s+([A-Za-z]+)', question, flags=re.I) for t in tokens(word)}
-    words = [w for w in re.findall(r"[A-Za-z0-9][A-Za-z0-9+#.\-_/]*[A-Za-z0-9+#]|[A-Za-z0-9]", question)
-             if w.lower() not in ENGLISH_STOP_WORDS and w.lower() not in _CAPABILITY_VERBS]
-    terms = [t for w in words for t in tokens(w)]
-    return [t for t in dict.fromkeys(terms) if t not in _QUESTION_WORDS and t not in dimension]
+# Further English function words a question carries that BM25 keeps (its stop list is deliberately short).
+_QUESTION_STOP_WORDS = frozenset('''across after afterwards already although always among another anything anyway
+anywhere around back became become becomes else elsewhere enough etc even ever every everyone everything everywhere
+except first however indeed instead last latter least less made may maybe meanwhile might mine moreover mostly
+much must namely neither never nevertheless next nobody none noone nothing nowhere often otherwise perhaps rather
+really seem seemed seems several since something sometime sometimes somewhere still therefore though thus together
+toward towards upon us via well whatever whenever whereas wherever whether whoever whole whose within without yet
+able actually basically like just want wondering wonder trying try tried going gonna wanna got get getting guys
+lot lots kinda sorta right now today yesterday tomorrow currently'''.split())
 
 
-def _is_english_word(term: str) -> bool:
-    """Whether a word is common enough in English (wordfreq's Zipf scale, 3 = once per million words) to be meant
-    as written: such a word is matched exactly or by form, never by spelling ("commuter" is not "computer")."""
-    from wordfreq import zipf_frequency
-    return zipf_frequency(term, 'en') >= 3.0
+_FUNCTION_WORDS = sorted(STOP_WORDS | _QUESTION_STOP_WORDS)
 
 
-def _found(term: str, words) -> bool:
-    """Whether a (normalised) question word occurs among ``words``: exactly, written apart ("prior-authorization"),
-    as another form of it ("respond" / "response", "offic" / "office"), or, for a word that is not common English
-    (a typo, a name), as a close spelling ("helth", "gendr")."""
-    if term in words:
-        return True
-    parts = [p for p in re.split(r'[-_./]+', term) if p]
-    if len(parts) > 1 and all(p in words or (len(p) > 3 and p.rstrip('s') in words) for p in parts):
-        return True  # "prior-authorization" / "Plan_Details.pdf" written apart in the text
-    if len(term) >= 6 and any(w.startswith(term[:-1]) for w in words):
-        return True  # another form of the word: "respond" / "response"
-    if len(term) in (4, 5) and any(len(w) == len(term) + 1 and _dropped_letter(term, w) and w.startswith(term[:2])
-                                   for w in words):
-        return True  # another form or a dropped letter: "offic" / "office", "helth" / "health"
-    if _is_english_word(term):
-        return False
-    return len(term) >= 6 and bool(difflib.get_close_matches(term, words, n=1, cutoff=0.85))  # typos
+@dataclass(frozen=True)
+class Term:
+    """A content word of a question.
 
-
-def _dropped_letter(term: str, word: str) -> bool:
-    letters = iter(word)
-    return all(c in letters for c in term)
-
-
-def term_coverage(question: str, docs: list[Document], idf: Callable[[str], float]) -> float:
-    """IDF-weighted share of the question's content words found in the chunks (1.0 when it has none).
-
-    A word counts as found as :func:`_found` says (exactly, written apart, another form, or a typo's close spelling).
+    Attributes:
+        token (str): the normalised word (as :func:`rag_plugin.text.tokens` makes it)
+        surface (str): the word as typed, lower-cased and accent-folded (what is embedded)
     """
-    from rag_plugin.generate.extractive import tokens
-    terms = _content_terms(question)
-    if not terms:
-        return 1.0
-    found: set[str] = set()
+    token: str
+    surface: str
+
+
+def _misspelt_function_word(surface: str) -> bool:
+    """A typo of a function word ("befor", "wich", "anyting"): a rare word one letter from a stop word."""
+    import difflib
+    return (len(surface) >= 4 and not is_common_english(surface)
+            and bool(difflib.get_close_matches(surface, _FUNCTION_WORDS, n=1, cutoff=0.85)))
+
+
+def content_terms(question: str) -> list[Term]:
+    """The question's words that name its subject: no stop words (nor typos of them), no question-shape words or
+    capability verbs, and not the word after "how" ("how big", "how soon": answers rarely repeat it)."""
+    dimension = {t for word in re.findall(r'\bhow\s+(\w+)', question, flags=re.I) for t in tokens(word)}
+    terms: dict[str, Term] = {}
+    for word in WORD.findall(question):
+        surface = fold(word)
+        if surface in _FUNCTION_WORDS or surface in _CAPABILITY_VERBS or _misspelt_function_word(surface):
+            continue
+        token = normalise(surface)
+        if token not in _QUESTION_WORDS and token not in dimension and token not in terms:
+            terms[token] = Term(token, surface)
+    return list(terms.values())
+
+
+def chunk_words(docs: Iterable[Document]) -> dict[str, str]:
+    """The content words of chunks: ``{normalised word: surface}`` (compound words also by their parts)."""
+    out: dict[str, str] = {}
     for doc in docs:
-        found.update(tokens(doc.page_content))
-        found.update(p for t in tokens(doc.page_content) for p in re.split(r'[-_./]+', t) if p)
-    total = sum(idf(t) for t in terms)
-    covered = sum(idf(t) for t in terms if _found(t, found))
-    return covered / total if total else 1.0
+        for word in WORD.findall(doc.page_content):
+            surface = fold(word)
+            if surface in STOP_WORDS or not any(c.isalpha() for c in surface):
+                continue
+            out.setdefault(normalise(surface), surface)
+            for part in re.split(r'[-_./]+', surface):
+                if part and part != surface and part not in STOP_WORDS:
+                    out.setdefault(normalise(part), part)
+    return out
 
 
-def unknown_share(question: str, vocabulary: Callable[[str], bool], idf: Callable[[str], float]) -> float:
-    """IDF-weighted share of the question's content words that the documents never use (0.0 when it has none).
+class WordSimilarity:
+    """Which words mean nearly the same, by the embedding model's cosine between single words.
 
-    A question about something the corpus does not mention at all ("a company car", "LASIK", "a Kanban view")
-    cannot be answered from it, however close its other words are. Typos and other forms of a word count as used.
+    Word vectors are cached (words recur across questions and chunks), so after the first questions a check embeds
+    only the question's own unknown words. Thread-safe.
 
     Args:
-        question (str): the question
-        vocabulary (Callable[[str], bool]): whether the corpus uses a normalised word (in any of the forms
-            :func:`_found` accepts; :meth:`rag_plugin.retrieve.LexicalIndex.knows`)
-        idf (Callable[[str], float]): corpus IDF of a word
+        embeddings: the store's embedding model (anything with ``embed_documents``)
+        max_words (int): the cache is cleared when it holds more words than this
+
+    Attributes:
+        embeddings: the embedding model
     """
-    terms = _content_terms(question)
-    return _weight_share([t for t in terms if not vocabulary(t)], terms, idf)
+
+    def __init__(self, embeddings: Any, max_words: int = 200_000):
+        self.embeddings = embeddings
+        self.max_words: int = max_words
+        self._vectors: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def _embed(self, words: list[str]) -> np.ndarray:
+        with self._lock:
+            missing = [w for w in dict.fromkeys(words) if w not in self._vectors]
+        if missing:
+            vectors = np.asarray(self.embeddings.embed_documents(missing), dtype=np.float32)
+            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+            with self._lock:
+                if len(self._vectors) + len(missing) > self.max_words:
+                    self._vectors.clear()
+                self._vectors.update(zip(missing, vectors))
+        with self._lock:
+            return np.stack([self._vectors[w] for w in words]) if words else np.zeros((0, 1), dtype=np.float32)
+
+    def nearest(self, words: list[str], candidates: list[str]) -> dict[str, tuple[str, float]]:
+        """For each word, the candidate closest in meaning and their cosine (``{}`` without candidates)."""
+        if not words or not candidates:
+            return {}
+        sims = self._embed(words) @ self._embed(candidates).T
+        best = sims.argmax(axis=1)
+        return {w: (candidates[j], float(sims[i, j])) for i, (w, j) in enumerate(zip(words, best))}
 
 
-def _weight_share(part: list[str], terms: list[str], idf: Callable[[str], float]) -> float:
-    total = sum(idf(t) for t in terms)
-    return sum(idf(t) for t in part) / total if total else 0.0
+@dataclass
+class CorpusSignals:
+    """What the guard knows about the corpus beyond the retrieved chunks (from the hybrid retriever's lexical index).
+
+    Attributes:
+        idf (Callable[[str], float] | None): corpus IDF of a normalised word
+        knows (Callable[[str], bool] | None): whether the corpus uses a normalised word (in any form
+            :func:`rag_plugin.text.found` accepts)
+        words (WordSimilarity | None): word meaning by the embedding model
+    """
+    idf: Optional[Callable[[str], float]] = None
+    knows: Optional[Callable[[str], bool]] = None
+    words: Optional[WordSimilarity] = None
+
+    @classmethod
+    def of(cls, retriever: Any, embeddings: Any = None) -> 'CorpusSignals':
+        """The signals of a retriever (none for a dense-only retriever) with word meaning from ``embeddings``."""
+        lexical = getattr(retriever, 'lexical', None)
+        if lexical is None:
+            return cls()
+        return cls(lexical.idf, lexical.knows, WordSimilarity(embeddings) if embeddings is not None else None)
+
+
+@dataclass
+class TermMatch:
+    """How the guard matched the question's words.
+
+    Attributes:
+        terms (list[Term]): the question's content words
+        in_chunks (set[str]): tokens found in the retrieved chunks (by form or by meaning)
+        unknown (list[str]): tokens the corpus never uses and no chunk word means
+        by_meaning (dict[str, str]): token -> the chunk word that means nearly the same
+    """
+    terms: list[Term]
+    in_chunks: set[str] = field(default_factory=set)
+    unknown: list[str] = field(default_factory=list)
+    by_meaning: dict[str, str] = field(default_factory=dict)
+
+
+def match_terms(question: str, docs: list[Document], signals: CorpusSignals,
+                word_similarity: float = DEFAULT_WORD_SIMILARITY) -> TermMatch:
+    """Match the question's content words against the retrieved chunks and the corpus, by form and by meaning."""
+    terms = content_terms(question)
+    result = TermMatch(terms)
+    if not terms:
+        return result
+    vocabulary = chunk_words(docs)
+    missing, spelt_out = [], {}
+    for term in terms:
+        expansion = tokens(ABBREVIATIONS.get(term.surface, ''))
+        if found(term.token, vocabulary) or expansion and all(found(t, vocabulary) for t in expansion):
+            result.in_chunks.add(term.token)
+            continue
+        missing.append(term)
+        if expansion:
+            spelt_out[term.token] = expansion
+    if missing and signals.words is not None and vocabulary:
+        candidates = sorted(set(vocabulary.values()))
+        surfaces = [ABBREVIATIONS.get(t.surface, t.surface) for t in missing]
+        nearest = signals.words.nearest(surfaces, candidates)
+        for term, surface in zip(missing, surfaces):
+            word, similarity = nearest.get(surface, ('', 0.0))
+            if similarity >= word_similarity:
+                result.in_chunks.add(term.token)
+                result.by_meaning[term.token] = word
+    if signals.knows is not None:
+        def known(token: str) -> bool:
+            return signals.knows(token) or bool(spelt_out.get(token)) and all(map(signals.knows, spelt_out[token]))
+        result.unknown = [t.token for t in terms if t.token not in result.in_chunks and not known(t.token)]
+    return result
+
+
+def term_coverage(question: str, docs: list[Document], signals: CorpusSignals,
+                  word_similarity: float = DEFAULT_WORD_SIMILARITY) -> float:
+    """IDF-weighted share of the question's content words found in the chunks, by form or by meaning (1.0 when it
+    has none)."""
+    match = match_terms(question, docs, signals, word_similarity)
+    if not match.terms:
+        return 1.0
+    tokens_ = [t.token for t in match.terms]
+    return weight_share([t for t in tokens_ if t in match.in_chunks], tokens_, signals.idf or (lambda t: 1.0))
 
 
 @dataclass
@@ -148,7 +271,9 @@ class GuardDecision:
         threshold (float): the similarity threshold applied
         coverage (float | None): the question's coverage by the chunks (None when not measured)
         reason (str): why the guard abstained (empty when it did not)
-        unknown (list[str]): the question's words the documents never use (when measured)
+        unknown (list[str]): the question's words the documents never mention (when measured)
+        unknown_share (float | None): their share of the question's IDF weight (when measured)
+        by_meaning (dict[str, str]): question words matched by meaning, with the chunk word that matched
     """
     abstain: bool
     confidence: str
@@ -157,68 +282,80 @@ class GuardDecision:
     coverage: float | None = None
     reason: str = ''
     unknown: list[str] = field(default_factory=list)
+    unknown_share: float | None = None
+    by_meaning: dict[str, str] = field(default_factory=dict)
 
 
 class RelevanceGuard:
-    """Thresholds retrieval scores and question coverage.
+    """Thresholds retrieval scores and the question's words, judged by meaning.
 
     Args:
         threshold (float): minimum score of the best chunk to answer at all
         min_coverage (float): minimum coverage of the question's words (0 disables the check)
         coverage_below (float): the coverage check applies when the best score is below this
-        max_unknown (float): abstain when the words the documents never use carry this share of the question's IDF
-            weight or more (1.01 disables the check)
+        max_unknown (float): abstain when the words the documents never mention carry this share of the question's
+            IDF weight or more (1.01 disables the check)
+        word_similarity (float): words whose embeddings' cosine reaches this count as the same word
         high_margin (float): the best score must exceed ``threshold`` by this much for ``high`` confidence
         medium_margin (float): ... and by this much for ``medium`` (else ``low``)
 
     Attributes:
         threshold (float): minimum score of the best chunk to answer at all
         min_coverage (float): minimum coverage of the question's words
+        coverage_below (float): the coverage check applies below this best score
+        max_unknown (float): the vocabulary check's limit
+        word_similarity (float): the word-meaning match threshold
     """
 
     def __init__(self, threshold: float = DEFAULT_RELEVANCE_THRESHOLD, min_coverage: float = DEFAULT_MIN_COVERAGE,
-                 high_margin: float = 0.2, medium_margin: float = 0.08, max_unknown: float = DEFAULT_MAX_UNKNOWN,
-                 coverage_below: float = DEFAULT_COVERAGE_BELOW):
+                 high_margin: float = HIGH_MARGIN, medium_margin: float = MEDIUM_MARGIN,
+                 max_unknown: float = DEFAULT_MAX_UNKNOWN, coverage_below: float = DEFAULT_COVERAGE_BELOW,
+                 word_similarity: float = DEFAULT_WORD_SIMILARITY):
         self.threshold: float = threshold
         self.min_coverage: float = min_coverage
         self.coverage_below: float = coverage_below
         self.max_unknown: float = max_unknown
+        self.word_similarity: float = word_similarity
         self.high_margin: float = high_margin
         self.medium_margin: float = medium_margin
 
     def check(self, docs: list[Document], question: Optional[str] = None,
-              idf: Optional[Callable[[str], float]] = None,
-              vocabulary: Optional[Callable[[str], bool]] = None) -> GuardDecision:
+              signals: Optional[CorpusSignals] = None, generative: bool = False) -> GuardDecision:
         """Judge the retrieved chunks (each with ``metadata['score']``).
 
         Args:
             docs (list[Document]): the retrieved chunks
-            question (str): the searched query (for the coverage and vocabulary checks)
-            idf (Callable[[str], float]): corpus IDF of a word (for the coverage check; None skips it)
-            vocabulary (Callable[[str], bool]): whether the documents use a word (for the vocabulary check; None
-                skips it)
+            question (str): what the user asked (for the vocabulary and coverage checks)
+            signals (CorpusSignals): the corpus statistics and word meaning (None: similarity only)
+            generative (bool): a generative LLM answers: only the similarity check applies here, the LLM judges the
+                rest
         """
         scores = [doc.metadata.get('score') for doc in docs if doc.metadata.get('score') is not None]
         if not scores:
             return GuardDecision(True, 'low', None, self.threshold, reason='nothing retrieved')
         best = max(scores)
-        coverage = term_coverage(question, docs, idf) if question and idf is not None else None
-        terms = _content_terms(question) if question and idf is not None and vocabulary is not None else []
-        unknown = [t for t in terms if not vocabulary(t)]
         if best < self.threshold:
-            return GuardDecision(True, 'low', best, self.threshold, coverage, 'best score below the threshold', unknown)
-        if unknown and _weight_share(unknown, terms, idf) >= self.max_unknown:
-            return GuardDecision(True, 'low', best, self.threshold, coverage,
-                                 f'the documents never mention: {", ".join(unknown)}', unknown)
-        if coverage is not None and coverage < self.min_coverage and best < self.coverage_below:
-            return GuardDecision(True, 'low', best, self.threshold, coverage,
-                                 "the question's key words are not in the retrieved text", unknown)
+            return GuardDecision(True, 'low', best, self.threshold, reason='best score below the threshold')
+        confidence = self._confidence(best)
+        if generative or not question or signals is None or signals.idf is None:
+            return GuardDecision(False, confidence, best, self.threshold)
+        match = match_terms(question, docs, signals, self.word_similarity)
+        tokens_ = [t.token for t in match.terms]
+        coverage = weight_share([t for t in tokens_ if t in match.in_chunks], tokens_, signals.idf) if tokens_ else 1.0
+        share = weight_share(match.unknown, tokens_, signals.idf)
+        details = dict(coverage=coverage, unknown=match.unknown, unknown_share=round(share, 4),
+                       by_meaning=match.by_meaning)
+        if match.unknown and share >= self.max_unknown:
+            return GuardDecision(True, 'low', best, self.threshold,
+                                 reason=f'the documents never mention: {", ".join(match.unknown)}', **details)
+        if coverage < self.min_coverage and best < self.coverage_below:
+            return GuardDecision(True, 'low', best, self.threshold,
+                                 reason="the question's key words are not in the retrieved text", **details)
+        if coverage < HIGH_CONFIDENCE_COVERAGE and confidence == 'high':
+            confidence = 'medium'
+        return GuardDecision(False, confidence, best, self.threshold, **details)
+
+    def _confidence(self, best: float) -> str:
         if best >= self.threshold + self.high_margin:
-            confidence = 'high'
-        elif best >= self.threshold + self.medium_margin:
-            confidence = 'medium'
-        else:
-            confidence = 'low'
-        if coverage is not None and coverage < 0.75 and confidence == 'high':
-            confidence = 'medium'
-        return GuardDecision(False, confidence, best, self.threshold, coverage, unknown=unknown)
+            return 'high'
+        return 'medium' if best >= self.threshold + self.medium_margin else 'low'

@@ -13,13 +13,16 @@ from langchain_text_splitters import TextSplitter
 from rag_plugin.augment import DEFAULT_LLM_PROMPT, PromptBuilder
 from rag_plugin.citations import list_sources, resolve_citations
 from rag_plugin.generate.resilient import Generation, ResilientGenerator
+from rag_plugin.generate.extractive import is_extractive
 from rag_plugin.guard import (DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE, DEFAULT_NOT_FOUND_ANSWER,
-                              DEFAULT_RELEVANCE_THRESHOLD, GuardDecision, RelevanceGuard)
+                              DEFAULT_RELEVANCE_THRESHOLD, CorpusSignals, GuardDecision, RelevanceGuard,
+                              WordSimilarity)
 from rag_plugin.history import ConversationHistory
 from rag_plugin.ingest import IngestReport, Ingestor, ledger_for
 from rag_plugin.ingest.loaders import PDF_EXTENSIONS
 from rag_plugin.message import RAGMessage
 from rag_plugin.retrieve import default_retriever
+from rag_plugin.text.abbreviations import expand
 from rag_plugin.rewrite import QueryRewriter
 from rag_plugin.trace import TraceWriter, default_trace_path
 
@@ -138,10 +141,24 @@ class RAG:
             self.ingestor.on_change.append(self.retriever.lexical.invalidate)
         self.history = ConversationHistory(max_history_turns)
         self.rewriter = QueryRewriter(rewrite_queries)
+        embeddings = getattr(vector_store, 'embeddings', None)
+        self._word_similarity = WordSimilarity(embeddings) if embeddings is not None else None
         trace_file = trace_file or default_trace_path()
         self.tracer: Optional[TraceWriter] = TraceWriter(trace_file) if trace_file else None
         self._nlp_engine._rag = self
         self._context = None
+
+    @property
+    def signals(self) -> CorpusSignals:
+        """What the guard knows about the corpus: the current retriever's statistics and word meaning."""
+        signals = CorpusSignals.of(self.retriever)
+        signals.words = self._word_similarity if signals.idf is not None else None
+        return signals
+
+    def is_generative(self, llm_name: Optional[str] = None) -> bool:
+        """Whether the LLM (the RAG's default when none is named) writes answers from a prompt, as opposed to the
+        extractive answerer. The guard leaves near-domain questions to a generative LLM."""
+        return not is_extractive(self._check_llm(llm_name or self.llm_name))
 
     # ---- validation -------------------------------------------------------------------------------------------------
     @staticmethod
@@ -297,7 +314,7 @@ class RAG:
         timings['rewrite'] = time.perf_counter() - mark
         try:
             mark = time.perf_counter()
-            retrieved = self.retriever.retrieve(query, k, filter)
+            retrieved = self.retriever.retrieve(self._search_text(query), k, filter)
             timings['retrieve'] = time.perf_counter() - mark
         except Exception as e:  # noqa: BLE001 - a broken store must not crash the state body
             logger.error('[RAG] Retrieval failed: %s: %s', type(e).__name__, e)
@@ -306,20 +323,23 @@ class RAG:
             self._trace(session, result, [], None, None, timings, f'retrieval failed: {type(e).__name__}: {e}')
             self._remember(session, result)
             return result
-        lexical = getattr(self.retriever, 'lexical', None)
         # Coverage is judged on what the user asked, not on words a rewrite carried over from earlier turns.
-        decision = self.guard.check(retrieved, question, lexical.idf if lexical is not None else None,
-                                    lexical.knows if lexical is not None else None)
+        decision = self.guard.check(retrieved, question, self.signals, not is_extractive(llm))
         generation = None
-        if decision.abstain:
-            result = RAGMessage(llm_name, question, self.not_found_answer, [], confidence='low', abstained=True,
-                                query=query)
-        else:
+        refused_by = 'guard' if decision.abstain else None
+        if not decision.abstain:
             mark = time.perf_counter()
             prompt = self.create_prompt(history, retrieved, question, llm_prompt)
-            generation = self.generator.generate(llm, prompt, query, retrieved,
-                                                 getattr(self.vector_store, 'embeddings', None), on_partial)
+            generation = self.generator.generate(llm, prompt, question, retrieved,
+                                                 getattr(self.vector_store, 'embeddings', None), on_partial,
+                                                 query, decision.by_meaning)
             timings['generate'] = time.perf_counter() - mark
+            if not generation.answer.strip():  # the extractive answerer found no sentence that answers
+                refused_by = 'answerer'
+        if refused_by:
+            result = RAGMessage(llm_name, question, self.not_found_answer, [], confidence='low', abstained=True,
+                                query=query, degraded=bool(generation and generation.degraded))
+        else:
             answer, cited = resolve_citations(generation.answer, retrieved)
             result = RAGMessage(generation.llm_name, question, answer, retrieved,
                                 sources=list_sources(retrieved, cited), confidence=decision.confidence,
@@ -327,8 +347,13 @@ class RAG:
         timings['total'] = time.perf_counter() - started
         self.history.record(session, question, result.to_dict())
         self._remember(session, result)
-        self._trace(session, result, retrieved, decision, generation, timings)
+        self._trace(session, result, retrieved, decision, generation, timings, refused_by=refused_by)
         return result
+
+    def _search_text(self, query: str) -> str:
+        """The query as searched: abbreviations the documents do not use are spelt out ("pwd" -> "password")."""
+        knows = self.signals.knows
+        return expand(query, knows) if knows is not None else query
 
     @staticmethod
     def _remember(session: Optional['Session'], result: RAGMessage) -> None:
@@ -371,7 +396,7 @@ class RAG:
     # ---- trace ------------------------------------------------------------------------------------------------------
     def _trace(self, session: Optional['Session'], result: RAGMessage, retrieved: list[Document],
                decision: Optional[GuardDecision], generation: Optional[Generation], timings: dict[str, float],
-               error: Optional[str] = None) -> None:
+               error: Optional[str] = None, refused_by: Optional[str] = None) -> None:
         if self.tracer is None:
             return
         if error:
@@ -383,12 +408,14 @@ class RAG:
         record = {
             'time': datetime.now(timezone.utc).isoformat(timespec='milliseconds'),
             'session_id': getattr(session, 'id', None), 'question': result.question, 'query': result.query,
-            'outcome': outcome, 'llm_name': result.llm_name, 'error': error,
+            'outcome': outcome, 'refused_by': refused_by, 'llm_name': result.llm_name, 'error': error,
             'retrieved': [{'chunk_id': d.metadata.get('chunk_id'), 'score': d.metadata.get('score'),
                            'source': d.metadata.get('source'), 'page': d.metadata.get('page')} for d in retrieved],
             'guard': vars(decision) if decision else None,
             'generation': ({'attempts': generation.attempts, 'degraded': generation.degraded,
-                            'error': generation.error} if generation else None),
+                            'error': generation.error, 'support': generation.support} if generation else None),
+            'refusal_reason': ('no sentence of the retrieved fragments answers the question (support '
+                               f'{generation.support:.2f})' if refused_by == 'answerer' and generation else None),
             'latency_ms': {stage: round(seconds * 1000, 1) for stage, seconds in timings.items()},
             'answer': result.answer, 'confidence': result.confidence, 'sources': result.sources,
         }

@@ -22,6 +22,8 @@ import numpy as np
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
+from rag_plugin.text import found, tokens
+
 logger = logging.getLogger(__name__)
 
 
@@ -163,7 +165,6 @@ class LexicalIndex:
     def _reload(self) -> None:
         from bm25s import BM25
 
-        from rag_plugin.generate.extractive import tokens
         from rag_plugin.ingest.pipeline import embedding_text
         logging.getLogger('bm25s').setLevel(logging.WARNING)  # its import sets DEBUG: a line per index build
         data = self.vector_store._collection.get(include=['documents', 'metadatas'])
@@ -223,11 +224,10 @@ class LexicalIndex:
 
     def knows(self, term: str) -> bool:
         """Whether the chunks use a (normalised) word: exactly, as another form of it, or as a close spelling."""
-        from rag_plugin.guard import _found
         with self._lock:
             df = self._frequencies()
             if term not in self._known:
-                self._known[term] = _found(term, df.keys())
+                self._known[term] = found(term, df.keys())
             return self._known[term]
 
     def search(self, query: str, k: int, filter: Optional[dict] = None, refresh: bool = True
@@ -240,7 +240,6 @@ class LexicalIndex:
             filter (dict): a metadata filter (see :func:`scope_filter`)
             refresh (bool): check the store for changes first (False when :meth:`refresh` was just called)
         """
-        from rag_plugin.generate.extractive import tokens
         with self._lock:
             if refresh:
                 self._ensure_fresh()

@@ -12,7 +12,8 @@ import re
 from typing import Any, Optional
 
 from rag_plugin.augment import format_history, message_text
-from rag_plugin.generate.extractive import tokens
+from rag_plugin.text import tokens
+from rag_plugin.generate.extractive import is_extractive
 from rag_plugin.generate.resilient import call_with_timeout
 
 logger = logging.getLogger(__name__)
@@ -104,6 +105,6 @@ class QueryRewriter:
         """Return the query to search for this turn."""
         if not self.enabled or not any(getattr(m, 'is_user', False) for m in history):
             return question  # nothing asked before (a greeting alone is no context)
-        if hasattr(llm, 'answer'):  # extractive: cannot generate a rewrite
+        if is_extractive(llm):  # extractive: cannot generate a rewrite
             return self.heuristic.rewrite(question, history)
         return self.llm_rewriter.rewrite(llm, question, history)

@@ -56,8 +56,9 @@ def test_unknown_words_sweep_is_monotone_and_its_suggestion_keeps_the_answerable
              QAItem('u1', 'Does the dental plan pay for a laptop?', [], [], answerable=False),  # 1 of 4 unknown
              QAItem('u2', 'Is parking free?', [], [], answerable=False)]               # all unknown
     retrieve = lambda q, k: [_doc('A.pdf', 1, 0.6)]  # noqa: E731
-    result = evaluate_retriever('t', retrieve, items, ks=(1,), threshold=0.25, idf=lambda t: 1.0,
-                                min_coverage=0.0, vocabulary=vocabulary, max_unknown=0.5)
+    from rag_plugin.guard import CorpusSignals
+    result = evaluate_retriever('t', retrieve, items, ks=(1,), threshold=0.25,
+                                signals=CorpusSignals(lambda t: 1.0, vocabulary), min_coverage=0.0, max_unknown=0.5)
     falses = [p[1] for p in result.unknown_sweep]
     corrects = [p[2] for p in result.unknown_sweep]
     assert falses == sorted(falses, reverse=True) and corrects == sorted(corrects, reverse=True)
@@ -135,26 +136,27 @@ def test_guard_abstains_on_unanswerable_questions_near_the_domain(make_rag, ques
 def test_guard_vocabulary_check_names_the_words_the_documents_never_use():
     from langchain_core.documents import Document
 
-    from rag_plugin.guard import RelevanceGuard, unknown_share
+    from rag_plugin.guard import CorpusSignals, RelevanceGuard
+    from rag_plugin.text import found
     corpus = {'password', 'reset', 'response', 'time', 'support', 'enterprise', 'company', 'employe', 'benefit'}
     idf = {'laptop': 3.0}.get
-    vocabulary = corpus.__contains__
+    signals = CorpusSignals(lambda t: idf(t, 1.0), corpus.__contains__)
     docs = [Document(page_content='Employees get company benefits. Support response time is 4 hours.',
                      metadata={'score': 0.6})]
     guard = RelevanceGuard(threshold=0.25, min_coverage=0.0, max_unknown=0.35)
 
-    decision = guard.check(docs, 'Does the company give employees a laptop?', lambda t: idf(t, 1.0), vocabulary)
+    decision = guard.check(docs, 'Does the company give employees a laptop?', signals)
     assert decision.abstain and decision.unknown == ['laptop'] and 'laptop' in decision.reason
-    assert unknown_share('Does the company give employees a laptop?', vocabulary, lambda t: idf(t, 1.0)) == 0.6
+    assert decision.unknown_share == 0.6
 
-    from rag_plugin.guard import _found
-    assert _found('pasword', corpus) and _found('respond', corpus)  # a typo, another form of a word
-    assert not _found('laptop', corpus)
-    kept = guard.check(docs, 'How fast does enterprise support respond?', lambda t: 1.0,
-                       lambda t: _found(t, corpus))
+    assert found('pasword', corpus) and found('respond', corpus)  # a typo, another form of a word
+    assert not found('laptop', corpus)
+    kept = guard.check(docs, 'How fast does enterprise support respond?',
+                       CorpusSignals(lambda t: 1.0, lambda t: found(t, corpus)))
     assert not kept.abstain and kept.unknown == []
     assert not RelevanceGuard(0.25, 0.0, max_unknown=1.01).check(
-        docs, 'Does the company give employees a laptop?', lambda t: 1.0, vocabulary).abstain  # disabled
+        docs, 'Does the company give employees a laptop?', signals).abstain  # disabled
+    assert not guard.check(docs, 'Does the company give employees a laptop?', signals, generative=True).abstain
 
 
 def test_rag_abstains_on_a_subject_the_documents_never_mention_and_says_which(make_rag, tmp_path):
@@ -169,7 +171,7 @@ def test_rag_abstains_on_a_subject_the_documents_never_mention_and_says_which(ma
 
 
 def test_typos_match_but_real_words_are_not_taken_for_typos_of_others():
-    from rag_plugin.guard import _found
+    from rag_plugin.text import found as _found
     corpus = {'health', 'gender', 'computer', 'location', 'service', 'office', 'response'}
     for typo in ('helth', 'gendr', 'servise'):
         assert _found(typo, corpus), typo
@@ -179,25 +181,27 @@ def test_typos_match_but_real_words_are_not_taken_for_typos_of_others():
 
 
 def test_coverage_check_applies_below_a_close_match_only():
-    from rag_plugin.guard import RelevanceGuard
+    from rag_plugin.guard import CorpusSignals, RelevanceGuard
     question = 'How have the quarterly revenues fluctuated historically?'  # paraphrased: few words in the text
-    words = {'quarterly', 'revenue', 'fluctuated', 'historically'}.__contains__
+    words = CorpusSignals(lambda t: 1.0, {'quarterly', 'revenue', 'fluctuated', 'historically'}.__contains__)
 
     def chunks(score):
         return [Document(page_content='Net sales by quarter: 2022 Q3 82,959; 2023 Q1 117,154.', metadata={'score': score})]
     guard = RelevanceGuard(threshold=0.25, min_coverage=0.45, coverage_below=0.5)
-    moderate = guard.check(chunks(0.42), question, lambda t: 1.0, words)
+    moderate = guard.check(chunks(0.42), question, words)
     assert moderate.abstain and moderate.coverage < 0.45 and 'key words' in moderate.reason
-    close = guard.check(chunks(0.71), question, lambda t: 1.0, words)
+    close = guard.check(chunks(0.71), question, words)
     assert not close.abstain and close.coverage == moderate.coverage
 
 
 def test_capability_verbs_are_not_taken_for_the_subject():
-    from rag_plugin.guard import RelevanceGuard, _content_terms
-    assert _content_terms('How do I enable two-factor authentication?') == ['two-factor', 'authentication']
-    assert _content_terms('Does the plan cover LASIK?') == ['plan', 'lasik']
+    from rag_plugin.guard import CorpusSignals, RelevanceGuard, content_terms
+    assert [t.token for t in content_terms('How do I enable two-factor authentication?')] == ['two-factor',
+                                                                                              'authentication']
+    assert [t.token for t in content_terms('Does the plan cover LASIK?')] == ['plan', 'lasik']
     docs = [Document(page_content='When you turn on two-factor authentication you receive recovery codes.',
                      metadata={'score': 0.57})]
     known = {'turn', 'two-factor', 'authentication', 'receive', 'recovery', 'code'}.__contains__
-    decision = RelevanceGuard().check(docs, 'How do I enable two-factor authentication?', lambda t: 1.0, known)
+    decision = RelevanceGuard().check(docs, 'How do I enable two-factor authentication?',
+                                      CorpusSignals(lambda t: 1.0, known))
     assert not decision.abstain and decision.unknown == []  # the documents say "turn on"

@@ -328,10 +328,9 @@ class ContextEngine:
         """The RAG's guard, as :meth:`RAG.run` applies it (with the word coverage and vocabulary checks when the
         lexical index is there); code mode checks similarity only (the word index keeps dotted names whole, so those
         checks misjudge code, and they were measured on prose)."""
-        lexical = getattr(self.rag.retriever, 'lexical', None)
-        if lexical is None or request.mode == 'codigo':
+        if request.mode == 'codigo':
             return self.rag.guard.check(docs)
-        return self.rag.guard.check(docs, request.question, lexical.idf, lexical.knows)
+        return self.rag.guard.check(docs, request.question, self.rag.signals, self.rag.is_generative())
 
     def _bootstrap(self, request: ContextRequest) -> list[Candidate]:
         settings = self.settings

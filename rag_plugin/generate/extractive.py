@@ -16,34 +16,11 @@ from besser.bot.nlp.llm.llm import LLM
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
+from rag_plugin.text import WORD, split_sentences, tokens  # noqa: F401 - re-exported for older imports
+
 if TYPE_CHECKING:
     from besser.bot.core.bot import Bot
     from besser.bot.core.session import Session
-
-_STOPWORDS = frozenset('''a about above after again against all am an and any are as at be because been before being
-below between both but by can could did do does doing down during each few for from further had has have having he her
-here hers him his how i if in into is it its itself just me more most my no nor not now of off on once only or other
-our ours out over own same she should so some such than that the their theirs them then there these they this those
-through to too under until up very was we were what when where which while who whom why will with would you your
-yours one tell please know'''.split())
-
-_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9+#.\-_/]*[A-Za-z0-9+#]|[A-Za-z0-9]")
-_LIST_ITEM = re.compile(r'^\s*(?:[-*\u2022]|\d+[.)])\s+')
-
-
-def tokens(text: str) -> list[str]:
-    """Lower-cased content words with a light plural/verb-ending normalisation."""
-    out = []
-    for word in _WORD.findall(text.lower()):
-        if word in _STOPWORDS:
-            continue
-        for suffix in ('ing', 'es', 's'):
-            if len(word) > len(suffix) + 3 and word.endswith(suffix) and not word.endswith('ss'):
-                word = word[:-len(suffix)]
-                break
-        out.append(word)
-    return out
-
 
 @dataclass
 class _Sentence:
@@ -52,66 +29,66 @@ class _Sentence:
     position: int      # order within the fragment
     is_list_item: bool
     score: float = 0.0
+    support: float = 0.0
 
 
-_HEADING = re.compile(r'^(?:\d+(?:\.\d+)*\.?\s+)?[A-Z][^.!?;,]{0,70}(?<!:)$')
+def is_extractive(llm) -> bool:
+    """Whether an LLM answers from the fragments directly (an :class:`ExtractiveLLM`), not from a prompt."""
+    return callable(getattr(llm, 'answer', None))
 
 
-def split_sentences(text: str) -> list[tuple[str, str]]:
-    """Split a fragment into pieces ``(text, kind)``, kind being ``sentence``, ``item`` (of a list) or ``heading``.
+_QUANTITY = re.compile(r"\b(how (long|much|many|big|large|soon|often|fast|old)|what (size|time|percentage|"
+                       r"amount)|limits?|maximum|minimum|max|min|biggest|largest|longest|smallest|highest|lowest|"
+                       r"most|least|cost|costs|price|fee|fees|deadline|cu[aá]nt[oa]s?|quant[ae]?s?|l[ií]mite?)\b",
+                       re.I)
+_NUMBER = re.compile(r'\d')
 
-    Works on Markdown and on text extracted from PDFs, where lines are wrapped and headings are lines of their own.
+QUERY_TERM_WEIGHT = 0.3
+"""float: words that only the standalone query has (carried over from earlier turns) weigh this much beside the
+question's own words: a follow-up is answered from sentences about the new question, not the previous one."""
+
+NUMBER_BONUS = 0.05
+"""float: a question asking for a quantity ("how long", "how much", "limit") favours sentences with a number."""
+
+DEFAULT_MIN_SUPPORT = 0.25
+"""float: the answerer abstains when no sentence supports the question at least this much (measured)."""
+
+
+@dataclass
+class Extraction:
+    """The extractive answer and how well the best sentence supports the question.
+
+    Attributes:
+        text (str): the answer with ``[n]`` citations ('' when nothing supports the question)
+        support (float): the best sentence's score: half IDF-weighted word overlap with the question, half cosine
+            similarity when an embedding model is given (word overlap only without one)
+        sentence (str): the best sentence
     """
-    pieces: list[tuple[str, str]] = []
-    paragraph: list[str] = []
-
-    def flush():
-        if paragraph:
-            joined = ' '.join(paragraph)
-            for sentence in re.split(r'(?<=[.!?])\s+(?=[A-Z0-9"(\[])', joined):
-                if sentence.strip():
-                    pieces.append((sentence.strip(), 'sentence'))
-            paragraph.clear()
-
-    previous = ''
-    for raw in text.splitlines():
-        line = raw.strip().lstrip('#').strip()
-        if not line:
-            flush()
-            previous = ''
-            continue
-        after_break = not previous or previous.endswith(('.', '!', '?', ':')) or bool(_LIST_ITEM.match(previous))
-        if _LIST_ITEM.match(line):
-            flush()
-            pieces.append((line, 'item'))
-        elif after_break and _HEADING.match(line) and len(line.split()) <= 9:
-            flush()
-            pieces.append((line, 'heading'))
-        elif pieces and pieces[-1][1] == 'item' and not paragraph and line[:1].islower():
-            pieces[-1] = (pieces[-1][0] + ' ' + line, 'item')  # a wrapped list item
-        else:
-            paragraph.append(line)
-        previous = line
-    flush()
-    return pieces
+    text: str
+    support: float = 0.0
+    sentence: str = ''
 
 
 class ExtractiveAnswerer:
-    """Selects the sentences of the fragments most relevant to the question.
+    """Selects the sentences of the fragments most relevant to the question, or abstains when none supports it.
 
     Args:
         max_sentences (int): at most this many sentences (a list counts as its introducing sentence)
         relative_cutoff (float): extra sentences must score at least this fraction of the best one
         max_list_items (int): list items kept after a selected list introduction
+        min_support (float): abstain (answer '') when the best sentence scores below this (0 never abstains)
 
     Attributes:
         max_sentences (int): at most this many sentences
+        min_support (float): the support below which the answerer abstains
     """
 
-    def __init__(self, max_sentences: int = 3, relative_cutoff: float = 0.75, max_list_items: int = 8):
+    def __init__(self, max_sentences: int = 3, relative_cutoff: float = 0.75, max_list_items: int = 12,
+                 min_support: float = DEFAULT_MIN_SUPPORT):
         self.max_sentences: int = max_sentences
         self.relative_cutoff: float = relative_cutoff
         self.max_list_items: int = max_list_items
+        self.min_support: float = min_support
 
     def _sentences(self, docs: list[Document]) -> list[_Sentence]:
         sentences = []
@@ -120,48 +97,64 @@ class ExtractiveAnswerer:
             for position, (text, kind) in enumerate(pieces):
                 cut_at_end = position == len(pieces) - 1 and kind == 'sentence' and text[-1:] not in '.!?:'
                 cut_at_start = position == 0 and text[:1].islower()  # chunk overlap cut the sentence
-                if kind != 'heading' and not cut_at_end and not cut_at_start and len(_WORD.findall(text)) >= 3:
+                if kind != 'heading' and not cut_at_end and not cut_at_start and len(WORD.findall(text)) >= 3:
                     sentences.append(_Sentence(text, n, position, kind == 'item'))
         return sentences
 
-    def _score(self, question: str, sentences: list[_Sentence], embeddings: Optional[Embeddings]) -> None:
-        query = set(tokens(question))
+    def _score(self, question: str, query: str, sentences: list[_Sentence],
+               embeddings: Optional[Embeddings], synonyms: Optional[dict[str, str]] = None) -> None:
+        own = set(tokens(question))
+        weights = {t: 1.0 for t in own}
+        for word in (synonyms or {}).values():  # the document's word for a question word counts as that word
+            weights.update({t: 1.0 for t in tokens(word)})
+        weights.update({t: QUERY_TERM_WEIGHT for t in tokens(query) if t not in weights})
         bags = [set(tokens(s.text)) for s in sentences]
         n = len(sentences)
-        idf = {t: math.log(1 + n / (1 + sum(t in bag for bag in bags))) for t in query}
+        idf = {t: w * math.log(1 + n / (1 + sum(t in bag for bag in bags))) for t, w in weights.items()}
         total = sum(idf.values()) or 1.0
         dense = [0.0] * n
         if embeddings is not None and n:
-            vectors = embeddings.embed_documents([question] + [s.text for s in sentences])
-            q = vectors[0]
-            dense = [sum(a * b for a, b in zip(q, v)) for v in vectors[1:]]
+            texts = [question] + ([query] if query != question else [])
+            vectors = embeddings.embed_documents(texts + [s.text for s in sentences])
+            asked = vectors[:len(texts)]
+            dense = [sum(sum(a * b for a, b in zip(q, v)) for q in asked) / len(asked) for v in vectors[len(texts):]]
+        quantity = bool(_QUANTITY.search(question))
         for i, sentence in enumerate(sentences):
-            lexical = sum(idf[t] for t in query & bags[i]) / total
-            prior = 0.04 / sentence.fragment  # retrieval rank breaks ties
-            sentence.score = (0.5 * lexical + 0.5 * dense[i] if embeddings is not None else lexical) + prior
+            lexical = sum(idf[t] for t in weights if t in bags[i]) / total
+            bonus = NUMBER_BONUS if quantity and _NUMBER.search(sentence.text) else 0.0
+            sentence.support = (0.5 * lexical + 0.5 * dense[i] if embeddings is not None else lexical) + bonus
+            sentence.score = sentence.support + 0.04 / sentence.fragment  # retrieval rank breaks ties
 
-    def answer(self, question: str, docs: list[Document], embeddings: Optional[Embeddings] = None) -> str:
-        """Return the extractive answer with ``[n]`` citations (empty string when there is no fragment text).
+    def select(self, question: str, docs: list[Document], embeddings: Optional[Embeddings] = None,
+               query: Optional[str] = None, synonyms: Optional[dict[str, str]] = None) -> Extraction:
+        """Return the extractive answer with ``[n]`` citations and its support (text '' when there is no fragment
+        text or no sentence reaches ``min_support``).
 
         Args:
-            question (str): the question (or the standalone search query)
+            question (str): what the user asked
             docs (list[Document]): the fragments, most relevant first
             embeddings (Embeddings): the store's embedding model, to also score by meaning
+            query (str): the standalone search query of a follow-up (its extra words count less)
+            synonyms (dict[str, str]): question words the documents say otherwise, with the documents' word (the
+                guard's matches by meaning: "yearly" -> "annual")
         """
         sentences = self._sentences(docs)
         if not sentences:
-            return ''
-        self._score(question, sentences, embeddings)
+            return Extraction('')
+        self._score(question, query or question, sentences, embeddings, synonyms)
         ranked = sorted(sentences, key=lambda s: -s.score)
-        best = ranked[0].score
-        chosen = [ranked[0]]
+        top = ranked[0]
+        if top.support < self.min_support:
+            return Extraction('', top.support, top.text)
+        chosen = [top]
         for sentence in ranked[1:]:
-            if len(chosen) >= self.max_sentences or sentence.score < self.relative_cutoff * best:
+            if len(chosen) >= self.max_sentences or sentence.score < self.relative_cutoff * top.score:
                 break
             if not any(sentence.text in c.text or c.text in sentence.text for c in chosen):
                 chosen.append(sentence)
         chosen = self._with_lists(chosen, sentences)
         chosen.sort(key=lambda s: (s.fragment, s.position))
+        chosen = [s for i, s in enumerate(chosen) if all(s.text != c.text for c in chosen[:i])]  # chunk overlap
         out = ''
         previous: Optional[_Sentence] = None
         for sentence in chosen:
@@ -172,20 +165,33 @@ class ExtractiveAnswerer:
                 out += '\n' if sentence.is_list_item or previous.is_list_item else ' '
             out += text
             previous = sentence
-        return out
+        return Extraction(out, top.support, top.text)
+
+    def answer(self, question: str, docs: list[Document], embeddings: Optional[Embeddings] = None,
+               query: Optional[str] = None) -> str:
+        """Return the extractive answer with ``[n]`` citations ('' when nothing supports the question; see
+        :meth:`select`)."""
+        return self.select(question, docs, embeddings, query).text
 
     def _with_lists(self, chosen: list[_Sentence], sentences: list[_Sentence]) -> list[_Sentence]:
-        """Add the list that a chosen sentence introduces ("... these steps:") or belongs to."""
+        """Add the list that a chosen sentence introduces ("... these steps:") or belongs to, whole and in order:
+        a list cut by the end of its fragment goes on in the fragment that continues it (the chunk overlap repeats
+        its last item, or the next fragment starts with the next number)."""
         result = list(chosen)
         keys = {(s.fragment, s.position) for s in chosen}
+        by_fragment: dict[int, dict[int, _Sentence]] = {}
+        for s in sentences:
+            by_fragment.setdefault(s.fragment, {})[s.position] = s
 
         def add(sentence: _Sentence) -> None:
-            if (sentence.fragment, sentence.position) not in keys:
+            if (sentence.fragment, sentence.position) not in keys and sentence.text not in texts:
                 keys.add((sentence.fragment, sentence.position))
+                texts.add(sentence.text)
                 result.append(sentence)
 
+        texts = {s.text for s in chosen}
         for anchor in chosen:
-            same = {s.position: s for s in sentences if s.fragment == anchor.fragment}
+            same = by_fragment[anchor.fragment]
             follower = same.get(anchor.position + 1)
             if not anchor.is_list_item and follower is not None and follower.text.rstrip().endswith(':'):
                 add(follower)
@@ -198,11 +204,37 @@ class ExtractiveAnswerer:
                 start = anchor.position + 1
             else:
                 continue
-            position = start
-            while position in same and same[position].is_list_item and position - start < self.max_list_items:
-                add(same[position])
-                position += 1
+            items = self._list_from(same, start)
+            if items and items[-1].position == max(same):  # the list runs to the end of its fragment
+                items += self._continuation(items[-1], by_fragment, len(items))
+            for item in items:
+                add(item)
         return result
+
+    def _list_from(self, same: dict[int, _Sentence], start: int, limit: Optional[int] = None) -> list[_Sentence]:
+        items, position = [], start
+        while position in same and same[position].is_list_item and len(items) < (limit or self.max_list_items):
+            items.append(same[position])
+            position += 1
+        return items
+
+    def _continuation(self, last: _Sentence, by_fragment: dict[int, dict[int, _Sentence]],
+                      taken: int) -> list[_Sentence]:
+        number = _item_number(last.text)
+        for fragment, same in by_fragment.items():
+            first = same.get(min(same))
+            if fragment == last.fragment or first is None or not first.is_list_item or min(same) != 0:
+                continue
+            if first.text == last.text:  # the overlap repeats the last item
+                return self._list_from(same, 1, self.max_list_items - taken)
+            if number is not None and _item_number(first.text) == number + 1:
+                return self._list_from(same, 0, self.max_list_items - taken)
+        return []
+
+
+def _item_number(text: str) -> Optional[int]:
+    match = re.match(r'\s*(\d+)[.)]\s', text)
+    return int(match.group(1)) if match else None
 
 
 class ExtractiveLLM(LLM):
@@ -231,9 +263,15 @@ class ExtractiveLLM(LLM):
     def initialize(self) -> None:
         """Nothing to load."""
 
-    def answer(self, question: str, docs: list[Document], embeddings: Optional[Embeddings] = None) -> str:
-        """Answer from fragments (see :meth:`ExtractiveAnswerer.answer`)."""
-        return self.answerer.answer(question, docs, embeddings or self.embeddings)
+    def select(self, question: str, docs: list[Document], embeddings: Optional[Embeddings] = None,
+               query: Optional[str] = None, synonyms: Optional[dict[str, str]] = None) -> Extraction:
+        """Answer from fragments, with the support of the best sentence (see :meth:`ExtractiveAnswerer.select`)."""
+        return self.answerer.select(question, docs, embeddings or self.embeddings, query, synonyms)
+
+    def answer(self, question: str, docs: list[Document], embeddings: Optional[Embeddings] = None,
+               query: Optional[str] = None) -> str:
+        """Answer from fragments ('' when nothing supports the question; see :meth:`ExtractiveAnswerer.select`)."""
+        return self.select(question, docs, embeddings, query).text
 
     def predict(self, message: str, parameters: dict = None, session: 'Session' = None,
                 system_message: str = None) -> str:

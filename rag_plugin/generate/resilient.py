@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -12,7 +11,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from rag_plugin.generate.extractive import ExtractiveAnswerer
+from rag_plugin.generate.extractive import ExtractiveAnswerer, Extraction, is_extractive
 
 logger = logging.getLogger(__name__)
 
@@ -75,14 +74,15 @@ class Generation:
         attempts (int): LLM calls made
         degraded (bool): True when the fallback answered
         error (str | None): the last error, when the LLM failed
-        seconds (float): wall time
+        support (float | None): for extractive answers, how well the best sentence supports the question (an empty
+            ``answer`` means no sentence reached the answerer's ``min_support``)
     """
     answer: str
     llm_name: str
     attempts: int
     degraded: bool = False
     error: Optional[str] = None
-    seconds: float = 0.0
+    support: Optional[float] = None
 
 
 class ResilientGenerator:
@@ -113,23 +113,27 @@ class ResilientGenerator:
 
     def generate(self, llm: Any, prompt: str, question: str, docs: list[Document],
                  embeddings: Optional[Embeddings] = None,
-                 on_partial: Optional[Callable[[str], None]] = None) -> Generation:
+                 on_partial: Optional[Callable[[str], None]] = None, query: Optional[str] = None,
+                 synonyms: Optional[dict[str, str]] = None) -> Generation:
         """Answer with ``llm`` (extractive LLMs get the fragments directly), never raising.
 
         Args:
             llm (LLM): the BBF LLM
             prompt (str): the prompt built by the RAG
-            question (str): the question (for extractive answering)
+            question (str): what the user asked (for extractive answering)
             docs (list[Document]): the fragments in the prompt
             embeddings (Embeddings): the store's embedding model (for extractive answering)
             on_partial (Callable[[str], None]): when given and the LLM can ``stream``, called with the text generated
                 so far as it grows (a retry starts again from the beginning, so consumers replace, not append). The
                 returned :class:`Generation` is the final word: after a failure mid-stream it is the fallback.
+            query (str): the standalone search query of a follow-up (for extractive answering)
+            synonyms (dict[str, str]): question words the documents say otherwise (for extractive answering)
         """
-        started = time.perf_counter()
-        if hasattr(llm, 'answer') and callable(llm.answer):  # extractive: structured input, no prompt parsing
-            return Generation(llm.answer(question, docs, embeddings), llm.name, 1,
-                              seconds=time.perf_counter() - started)
+        if is_extractive(llm):  # extractive: structured input, no prompt parsing
+            extraction = (llm.select(question, docs, embeddings, query, synonyms)
+                          if callable(getattr(llm, 'select', None))
+                          else Extraction(llm.answer(question, docs, embeddings)))
+            return Generation(extraction.text, llm.name, 1, support=extraction.support)
         attempts = 0
 
         streaming = on_partial is not None and callable(getattr(llm, 'stream', None))
@@ -163,12 +167,13 @@ class ResilientGenerator:
             finished.set()
             if not isinstance(answer, str) or not answer.strip():
                 raise ValueError(f'empty or non-text answer: {answer!r:.80}')
-            return Generation(answer, llm.name, attempts, seconds=time.perf_counter() - started)
+            return Generation(answer, llm.name, attempts)
         except Exception as e:  # noqa: BLE001 - any LLM failure degrades, the bot keeps running
             finished.set()
             logger.error('[RAG] LLM %s failed after %d attempt(s): %s: %s; answering extractively',
                          llm.name, attempts, type(e).__name__, e)
-            extracted = self.fallback.answer(question, docs, embeddings)
-            answer = f'{self.degraded_note}\n\n{extracted}' if self.degraded_note else extracted
+            extraction = self.fallback.select(question, docs, embeddings, query, synonyms)
+            answer = (f'{self.degraded_note}\n\n{extraction.text}' if self.degraded_note and extraction.text
+                      else extraction.text)
             return Generation(answer, 'extractive', attempts, degraded=True, error=f'{type(e).__name__}: {e}',
-                              seconds=time.perf_counter() - started)
+                              support=extraction.support)
