@@ -104,10 +104,13 @@ class DenseRetriever:
 
     Attributes:
         vector_store (VectorStore): the store to search
+        before_search (list[Callable[[], None]]): called before each search (e.g. to catch up with another
+            process's writes)
     """
 
     def __init__(self, vector_store: VectorStore):
         self.vector_store: VectorStore = vector_store
+        self.before_search: list[Callable[[], None]] = []
 
     def retrieve(self, query: str, k: int, filter: Optional[dict] = None) -> list[Document]:
         """Return the ``k`` most similar chunks, most relevant first, each a copy with ``metadata['score']``.
@@ -117,6 +120,8 @@ class DenseRetriever:
             k (int): how many chunks
             filter (dict): a metadata filter (see :func:`scope_filter`)
         """
+        for hook in self.before_search:
+            hook()
         kwargs: dict[str, Any] = {'filter': filter} if filter else {}
         space = _chroma_space(self.vector_store)
         if space in _DISTANCE_TO_COSINE:
@@ -292,6 +297,8 @@ class HybridRetriever:
         vector_store (VectorStore): the store
         lexical (LexicalIndex): the BM25 index
         fusion (Fusion): the fusion settings
+        before_search (list[Callable[[], None]]): called before each search (e.g. to catch up with another
+            process's writes)
     """
 
     def __init__(self, vector_store: VectorStore, fusion: Optional[Fusion] = None, depth: int = 30,
@@ -304,6 +311,7 @@ class HybridRetriever:
         self.mmr: bool = mmr
         self.mmr_lambda: float = mmr_lambda
         self.reranker = reranker
+        self.before_search: list[Callable[[], None]] = []
 
     def _dense(self, query_vector: list[float], n: int, filter: Optional[dict]) -> dict[str, tuple]:
         """Chroma's nearest chunks: ``{chunk id: (chunk, cosine, embedding or None)}``.
@@ -330,6 +338,8 @@ class HybridRetriever:
 
     def retrieve(self, query: str, k: int, filter: Optional[dict] = None) -> list[Document]:
         """Return the ``k`` best chunks by fused rank, each with ``score`` (cosine) and ``rank_score`` (fused)."""
+        for hook in self.before_search:
+            hook()
         total = self.lexical.refresh()
         if total == 0:
             return []
