@@ -209,17 +209,38 @@ class ChromaRefresher:
         Returns:
             bool: whether the index was re-opened
         """
-        if not self._enabled or (not writing and self.write_lock is not None and self.write_lock.held_here):
+        if not self._enabled:
             return False
-        with self._lock:
-            last = self._last_seq()
-            if last <= self._seen:
+        local = None if writing or self.write_lock is None else self.write_lock._thread_lock
+        if local is not None and not local.acquire(blocking=False):
+            return False  # a thread of this process is writing: no other process can, this index is current
+        try:
+            if local is not None and self.write_lock.held_here:
                 return False
-            self.reload()
-            self._seen = last
+            with self._lock:
+                last = self._last_seq()
+                if last <= self._seen:
+                    return False
+                self._reload_retrying()
+                self._seen = last
+        finally:
+            if local is not None:
+                local.release()
         for listener in self.on_refresh:
             listener()
         return True
+
+    def _reload_retrying(self, attempts: int = 3) -> None:
+        # The other process may be saving the index files at this very moment: read them again a little later.
+        for attempt in range(attempts):
+            try:
+                self.reload()
+                return
+            except Exception as e:  # noqa: BLE001 - retried, then raised
+                if attempt == attempts - 1:
+                    raise
+                logger.warning('[RAG] Re-opening the vector index failed (%s: %s); retrying', type(e).__name__, e)
+                time.sleep(0.2 * (attempt + 1))
 
     def reload(self) -> None:
         """Drop this process's copy of the collection's vector index; Chroma re-opens it from disk and replays the
