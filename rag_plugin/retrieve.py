@@ -352,14 +352,15 @@ class HybridRetriever:
         # Chunks only BM25 found: read their embeddings so their score is on the same cosine scale.
         missing = [cid for cid in keep if cid not in dense or dense[cid][2] is None and self.mmr]
         if missing:
-            got = self.vector_store._collection.get(ids=missing, include=['embeddings'])
-            known = self.lexical.documents(got['ids'])
+            vectors = self._embeddings(missing)
+            known = self.lexical.documents(list(vectors))
             q = np.asarray(query_vector)
-            for i, cid in enumerate(got['ids']):
-                vector = np.asarray(got['embeddings'][i])
+            for cid, embedding in vectors.items():
+                vector = np.asarray(embedding)
                 cosine = float(q @ vector / (np.linalg.norm(q) * np.linalg.norm(vector) or 1.0))
                 doc = dense[cid][0] if cid in dense else known[cid]
-                dense[cid] = (doc, cosine, got['embeddings'][i])
+                dense[cid] = (doc, cosine, embedding)
+            keep = [cid for cid in keep if cid in dense]
         if self.mmr and len(keep) > k:
             from langchain_core.vectorstores.utils import maximal_marginal_relevance
             order = maximal_marginal_relevance(np.asarray(query_vector), [dense[c][2] for c in keep],
@@ -369,6 +370,22 @@ class HybridRetriever:
         if self.reranker is not None:
             docs = self.reranker(query, docs)
         return docs
+
+    def _embeddings(self, ids: list[str]) -> dict[str, list[float]]:
+        """Chroma's stored embeddings of chunks, by id. Chroma lists the embeddings its vector index holds, without
+        their ids: when the index lacks a chunk of the table (see ``stats --check``), each is read on its own and the
+        chunks without one are left out."""
+        collection = self.vector_store._collection
+        got = collection.get(ids=ids, include=['embeddings'])
+        if len(got['embeddings']) == len(got['ids']):
+            return dict(zip(got['ids'], got['embeddings']))
+        logger.warning('[RAG] The vector index lacks chunks of the store; run: python -m rag_plugin ingest --repair')
+        out = {}
+        for cid in got['ids']:
+            one = collection.get(ids=[cid], include=['embeddings'])
+            if len(one['embeddings']) == 1:
+                out[cid] = one['embeddings'][0]
+        return out
 
     def _fuse(self, dense: dict[str, tuple], lexical: list[tuple[Document, float]]) -> dict[str, float]:
         dense_order = sorted(dense, key=lambda cid: -dense[cid][1])
