@@ -24,15 +24,35 @@ def _build_rag(args: argparse.Namespace):
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    """Ingest a folder or file and print the report."""
+    """Ingest a folder or file and print the report; with --repair, first make the store consistent."""
+    from rag_plugin.ingest import StoreBusy
+    if not args.path and not args.repair:
+        print('error: give a folder or file to ingest, or --repair', file=sys.stderr)
+        return 2
     rag = _build_rag(args)
+    if args.wait is not None:
+        rag.ingestor.write_lock.timeout = args.wait
     tags = [t for t in (args.tags or '').split(',') if t.strip()]
+    out: dict = {}
     try:
-        report = rag.ingest(args.path, sync=args.sync, tags=tags, progress=not args.json and not args.quiet)
+        if args.repair:
+            repair = rag.ingestor.repair_store()
+            out['repair'] = repair.to_dict() if repair else None
+            if not args.json:
+                print(repair if repair else 'repair: nothing to check (not a Chroma store)')
+        if args.path:
+            report = rag.ingest(args.path, sync=args.sync, tags=tags, progress=not args.json and not args.quiet)
+            out.update(report.to_dict())
+            if not args.json:
+                print(report)
     except FileNotFoundError as e:
         print(f'error: {e}', file=sys.stderr)
         return 2
-    print(json.dumps(report.to_dict(), indent=2) if args.json else report)
+    except StoreBusy as e:
+        print(f'error: {e}', file=sys.stderr)
+        return 3
+    if args.json:
+        print(json.dumps(out, indent=2))
     return 0
 
 
@@ -148,15 +168,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    """Print what the store holds, per document."""
+    """Print what the store holds, per document; with --check, whether its table, vector index and ledger agree."""
     from rag_plugin import default_vector_store
     from rag_plugin.ingest import ledger_for
+    from rag_plugin.ingest.check import check_store
     store = default_vector_store(args.store)
-    records = ledger_for(store).all()
+    ledger = ledger_for(store)
+    records = ledger.all()
     count = store._collection.count() if hasattr(store, '_collection') else None
+    check = check_store(store, ledger, detail=True) if args.check else None
     if args.json:
-        print(json.dumps({'chunks_in_store': count, 'documents': [vars(r) for r in records]}, indent=2))
-        return 0
+        out = {'chunks_in_store': count, 'documents': [vars(r) for r in records]}
+        if check is not None:
+            out['check'] = check.to_dict()
+        print(json.dumps(out, indent=2))
+        return 0 if check is None or check.ok else 1
+    if check is not None:
+        print(check.summary())
+        return 0 if check.ok else 1
     print(f'{len(records)} document(s), {count} chunk(s) in {args.store}')
     for r in records:
         state = '' if r.status == 'ok' else f'  [{r.status}: interrupted, repaired on next ingest]'
@@ -231,8 +260,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = with_store(sub.add_parser('ingest', help='ingest PDF/Markdown/text/DOCX files (idempotent)',
                                   description='Ingest a folder (recursively) or a file. Unchanged files are skipped; '
                                               'changed files are replaced; bad files are reported and skipped.'))
-    p.add_argument('path', help='a folder or a file')
+    p.add_argument('path', nargs='?', help='a folder or a file')
     p.add_argument('--sync', action='store_true', help='also delete chunks of files removed from the folder')
+    p.add_argument('--repair', action='store_true',
+                   help="first make the store consistent (see 'stats --check'): embed again the chunks its vector "
+                        'index lacks, delete chunks no file owns')
+    p.add_argument('--wait', type=float, help='seconds to wait while another process writes to the store '
+                                              '(default: env RAG_PLUGIN_WRITE_LOCK_TIMEOUT or 300)')
     p.add_argument('--tags', help='comma-separated tags stored on every chunk')
     p.add_argument('--json', action='store_true', help='print the report as JSON')
     p.add_argument('-q', '--quiet', action='store_true', help='no progress bars')
@@ -292,6 +326,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_serve)
 
     p = with_store(sub.add_parser('stats', help='what the store holds, per document'))
+    p.add_argument('--check', action='store_true',
+                   help="compare Chroma's table, its vector index and the ledger (exit status 1 if they differ)")
     p.add_argument('--json', action='store_true')
     p.set_defaults(func=cmd_stats)
 

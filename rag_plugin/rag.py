@@ -139,6 +139,9 @@ class RAG:
         self.ingestor = Ingestor(vector_store, splitter, ledger_for(vector_store, ledger_path))
         if hasattr(self.retriever, 'lexical'):
             self.ingestor.on_change.append(self.retriever.lexical.invalidate)
+            self.ingestor.refresher.on_refresh.append(self.retriever.lexical.invalidate)
+        self.retriever.before_search.append(self.ingestor.refresher.sync)
+        self._check_store()
         self.history = ConversationHistory(max_history_turns)
         self.rewriter = QueryRewriter(rewrite_queries)
         embeddings = getattr(vector_store, 'embeddings', None)
@@ -161,6 +164,16 @@ class RAG:
         return not is_extractive(self._check_llm(llm_name or self.llm_name))
 
     # ---- validation -------------------------------------------------------------------------------------------------
+    def _check_store(self) -> None:
+        """Compare the store's table, vector index and ledger (counts; chunk ids only if they differ) and say so."""
+        try:
+            check = self.ingestor.check_store()
+        except Exception as e:  # noqa: BLE001 - a store that cannot be read now is reported when it is searched
+            logger.warning('[RAG] Store consistency check failed: %s: %s', type(e).__name__, e)
+            return
+        if check is not None and not check.ok:
+            logger.warning('[RAG] Store %s', check.summary())
+
     @staticmethod
     def _check_k(k: int) -> None:
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:

@@ -106,10 +106,13 @@ class DenseRetriever:
 
     Attributes:
         vector_store (VectorStore): the store to search
+        before_search (list[Callable[[], None]]): called before each search (e.g. to catch up with another
+            process's writes)
     """
 
     def __init__(self, vector_store: VectorStore):
         self.vector_store: VectorStore = vector_store
+        self.before_search: list[Callable[[], None]] = []
 
     def retrieve(self, query: str, k: int, filter: Optional[dict] = None) -> list[Document]:
         """Return the ``k`` most similar chunks, most relevant first, each a copy with ``metadata['score']``.
@@ -119,6 +122,8 @@ class DenseRetriever:
             k (int): how many chunks
             filter (dict): a metadata filter (see :func:`scope_filter`)
         """
+        for hook in self.before_search:
+            hook()
         kwargs: dict[str, Any] = {'filter': filter} if filter else {}
         space = _chroma_space(self.vector_store)
         if space in _DISTANCE_TO_COSINE:
@@ -291,6 +296,8 @@ class HybridRetriever:
         vector_store (VectorStore): the store
         lexical (LexicalIndex): the BM25 index
         fusion (Fusion): the fusion settings
+        before_search (list[Callable[[], None]]): called before each search (e.g. to catch up with another
+            process's writes)
     """
 
     def __init__(self, vector_store: VectorStore, fusion: Optional[Fusion] = None, depth: int = 30,
@@ -303,6 +310,7 @@ class HybridRetriever:
         self.mmr: bool = mmr
         self.mmr_lambda: float = mmr_lambda
         self.reranker = reranker
+        self.before_search: list[Callable[[], None]] = []
 
     def _dense(self, query_vector: list[float], n: int, filter: Optional[dict]) -> dict[str, tuple]:
         """Chroma's nearest chunks: ``{chunk id: (chunk, cosine, embedding or None)}``.
@@ -329,6 +337,8 @@ class HybridRetriever:
 
     def retrieve(self, query: str, k: int, filter: Optional[dict] = None) -> list[Document]:
         """Return the ``k`` best chunks by fused rank, each with ``score`` (cosine) and ``rank_score`` (fused)."""
+        for hook in self.before_search:
+            hook()
         total = self.lexical.refresh()
         if total == 0:
             return []
@@ -341,14 +351,15 @@ class HybridRetriever:
         # Chunks only BM25 found: read their embeddings so their score is on the same cosine scale.
         missing = [cid for cid in keep if cid not in dense or dense[cid][2] is None and self.mmr]
         if missing:
-            got = self.vector_store._collection.get(ids=missing, include=['embeddings'])
-            known = self.lexical.documents(got['ids'])
+            vectors = self._embeddings(missing)
+            known = self.lexical.documents(list(vectors))
             q = np.asarray(query_vector)
-            for i, cid in enumerate(got['ids']):
-                vector = np.asarray(got['embeddings'][i])
+            for cid, embedding in vectors.items():
+                vector = np.asarray(embedding)
                 cosine = float(q @ vector / (np.linalg.norm(q) * np.linalg.norm(vector) or 1.0))
                 doc = dense[cid][0] if cid in dense else known[cid]
-                dense[cid] = (doc, cosine, got['embeddings'][i])
+                dense[cid] = (doc, cosine, embedding)
+            keep = [cid for cid in keep if cid in dense]
         if self.mmr and len(keep) > k:
             from langchain_core.vectorstores.utils import maximal_marginal_relevance
             order = maximal_marginal_relevance(np.asarray(query_vector), [dense[c][2] for c in keep],
@@ -358,6 +369,22 @@ class HybridRetriever:
         if self.reranker is not None:
             docs = self.reranker(query, docs)
         return docs
+
+    def _embeddings(self, ids: list[str]) -> dict[str, list[float]]:
+        """Chroma's stored embeddings of chunks, by id. Chroma lists the embeddings its vector index holds, without
+        their ids: when the index lacks a chunk of the table (see ``stats --check``), each is read on its own and the
+        chunks without one are left out."""
+        collection = self.vector_store._collection
+        got = collection.get(ids=ids, include=['embeddings'])
+        if len(got['embeddings']) == len(got['ids']):
+            return dict(zip(got['ids'], got['embeddings']))
+        logger.warning('[RAG] The vector index lacks chunks of the store; run: python -m rag_plugin ingest --repair')
+        out = {}
+        for cid in got['ids']:
+            one = collection.get(ids=[cid], include=['embeddings'])
+            if len(one['embeddings']) == 1:
+                out[cid] = one['embeddings'][0]
+        return out
 
     def _fuse(self, dense: dict[str, tuple], lexical: list[tuple[Document, float]]) -> dict[str, float]:
         dense_order = sorted(dense, key=lambda cid: -dense[cid][1])

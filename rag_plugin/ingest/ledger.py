@@ -129,6 +129,11 @@ class Ledger:
             self._db.execute('UPDATE files SET prev_document_id=NULL, prev_n_chunks=NULL '
                              'WHERE root=? AND source_id=?', (root, source_id))
 
+    def mark_pending(self, root: str, source_id: str) -> None:
+        """Chunks of a finished version were lost from the store: the next ingestion of the file writes it again."""
+        with self._lock:
+            self._db.execute("UPDATE files SET status='pending' WHERE root=? AND source_id=?", (root, source_id))
+
     def remove(self, root: str, source_id: str) -> None:
         """Delete a row (its chunks were deleted)."""
         with self._lock:

@@ -11,17 +11,20 @@ import logging
 import os
 import re
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 from langchain_text_splitters import TextSplitter
 
+from rag_plugin.ingest.check import StoreCheck, StoreRepair, check_store
 from rag_plugin.ingest.ledger import FileRecord, Ledger, chunk_ids
 from rag_plugin.ingest.loaders import SUPPORTED_EXTENSIONS, LoadedFile, SkipFile, file_digest, load_file
+from rag_plugin.ingest.store import DEFAULT_LOCK_TIMEOUT, ChromaRefresher, chroma_parts, write_lock_for
 
 logger = logging.getLogger(__name__)
 
@@ -147,15 +150,20 @@ class Ingestor:
         contextual (bool): on Chroma stores, embed each chunk with its file name, title and section above it (the
             stored text stays the chunk's own), so a chunk that never names its document still matches questions
             that do (measured: README, "Retrieval quality")
+        lock_timeout (float): seconds to wait while another thread or process writes to the store before
+            :class:`~rag_plugin.ingest.store.StoreBusy` (env ``RAG_PLUGIN_WRITE_LOCK_TIMEOUT``, default 300)
 
     Attributes:
         vector_store (VectorStore): the store
         splitter (TextSplitter): the splitter
         ledger (Ledger): the ledger
+        write_lock (WriteLock): one writer at a time per store (threads and processes; a file next to the ledger)
+        refresher (ChromaRefresher): re-opens Chroma's vector index when another process wrote to the store
     """
 
     def __init__(self, vector_store: VectorStore, splitter: TextSplitter, ledger: Ledger, batch_size: int = 128,
-                 max_file_mb: float = DEFAULT_MAX_FILE_MB, contextual: bool = True):
+                 max_file_mb: float = DEFAULT_MAX_FILE_MB, contextual: bool = True,
+                 lock_timeout: float = DEFAULT_LOCK_TIMEOUT):
         self.vector_store: VectorStore = vector_store
         self.splitter: TextSplitter = splitter
         self.ledger: Ledger = ledger
@@ -163,6 +171,21 @@ class Ingestor:
         self.max_file_mb: float = max_file_mb
         self.contextual: bool = contextual
         self.on_change: list[Callable[[], None]] = []  # called after chunks are written or deleted
+        self.write_lock = write_lock_for(vector_store, ledger.path, lock_timeout)
+        self.refresher = ChromaRefresher(vector_store, self.write_lock)
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold the store's write lock for a block (re-entrant); first catch up with what other processes wrote.
+
+        Raises:
+            StoreBusy: another writer held the store for longer than the lock's timeout
+        """
+        with self.write_lock.hold(on_acquired=lambda: self.refresher.sync(writing=True)):
+            try:
+                yield
+            finally:
+                self.refresher.mark_current()
 
     # ---- chunking -------------------------------------------------------------------------------------------------
     def chunk(self, loaded: LoadedFile, source_id: str, document_id: str, tags: Iterable[str] = (),
@@ -244,6 +267,10 @@ class Ingestor:
         Returns:
             int: chunks deleted
         """
+        with self.writing():
+            return self._repair()
+
+    def _repair(self) -> int:
         removed = 0
         for record in self.ledger.pending():
             old = self._unshared_prev_ids(record)
@@ -277,7 +304,15 @@ class Ingestor:
 
         Returns:
             IngestReport: the per-file outcome and chunk counts
+
+        Raises:
+            StoreBusy: another ingestion kept the store busy for longer than the write lock's timeout
         """
+        with self.writing():
+            return self._ingest(path, sync, tags, progress, extensions)
+
+    def _ingest(self, path: str | os.PathLike, sync: bool, tags: Iterable[str], progress: bool,
+                extensions: Optional[Iterable[str]]) -> IngestReport:
         started = time.perf_counter()
         target = Path(path).resolve()
         root_path, files = self._walk(target)
@@ -288,7 +323,7 @@ class Ingestor:
             files = [f for f in files if f.suffix.lower() in wanted]
         root = str(root_path)
         report = IngestReport()
-        report.chunks_removed += self.repair()
+        report.chunks_removed += self._repair()
         sources = []
         for file_path in files:
             source_id = file_path.relative_to(root_path).as_posix()
@@ -317,13 +352,18 @@ class Ingestor:
 
     def ingest_bytes(self, root: str, source_id: str, data: bytes, *, tags: Iterable[str] = (),
                      extra: Optional[dict] = None) -> IngestReport:
-        """Ingest one in-memory file (an upload) or text under a virtual root; nothing is written to disk."""
-        started = time.perf_counter()
-        report = IngestReport()
-        report.chunks_removed += self.repair()
-        self._ingest_sources(root, [(source_id, data)], report, tags, False, extra)
-        report.seconds = time.perf_counter() - started
-        return report
+        """Ingest one in-memory file (an upload) or text under a virtual root; nothing is written to disk.
+
+        Raises:
+            StoreBusy: another ingestion kept the store busy for longer than the write lock's timeout
+        """
+        with self.writing():
+            started = time.perf_counter()
+            report = IngestReport()
+            report.chunks_removed += self._repair()
+            self._ingest_sources(root, [(source_id, data)], report, tags, False, extra)
+            report.seconds = time.perf_counter() - started
+            return report
 
     def _ingest_sources(self, root: str, sources: list, report: IngestReport, tags: Iterable[str], progress: bool,
                         extra: Optional[dict] = None) -> None:
@@ -433,6 +473,51 @@ class Ingestor:
             self._delete(old)
             report.chunks_removed += len(old)
         self.ledger.commit(pending.root, pending.source_id)
+
+
+    # ---- consistency -------------------------------------------------------------------------------------------------
+    def check_store(self, detail: bool = False) -> Optional[StoreCheck]:
+        """Compare Chroma's table, its vector index and the ledger (see :func:`rag_plugin.ingest.check.check_store`).
+
+        Args:
+            detail (bool): compare chunk ids even when the counts agree
+
+        Returns:
+            StoreCheck | None: the findings; None when the store is not Chroma
+        """
+        self.refresher.sync()
+        return check_store(self.vector_store, self.ledger, detail)
+
+    def repair_store(self) -> Optional[StoreRepair]:
+        """Make table, vector index and ledger agree: embed again the chunks of the table the index lacks, delete
+        chunks no ledger row names (from both), and mark for re-ingestion the files whose chunks left the table.
+
+        Returns:
+            StoreRepair | None: before, after and what was done; None when the store is not Chroma
+        """
+        if chroma_parts(self.vector_store) is None:
+            return None
+        with self.writing():
+            self._repair()
+            before = check_store(self.vector_store, self.ledger, detail=True)
+            orphans = sorted(set(before.orphans) | set(before.index_only))
+            self._delete(orphans)
+            lacking = sorted(set(before.missing_from_index) - set(before.orphans))
+            collection = self.vector_store._collection
+            for start in range(0, len(lacking), self.batch_size):
+                got = collection.get(ids=lacking[start:start + self.batch_size], include=['documents', 'metadatas'])
+                self.write_batch([Document(page_content=text, metadata={**(meta or {}), 'chunk_id': chunk_id})
+                                  for chunk_id, text, meta in zip(got['ids'], got['documents'], got['metadatas'])])
+                self._changed()
+            missing = set(before.missing_from_table)
+            lost = [r for r in self.ledger.all() if r.status == 'ok' and missing.intersection(r.ids())]
+            for record in lost:
+                self.ledger.mark_pending(record.root, record.source_id)
+            after = check_store(self.vector_store, self.ledger, detail=True)
+        for record in lost:
+            logger.warning('[RAG] Chunks of %s were lost from the store: ingest it again', record.source_id)
+        return StoreRepair(before, after, reembedded=len(lacking), deleted=len(orphans),
+                           to_reingest=[r.source_id for r in lost])
 
 
 def ledger_for(vector_store: VectorStore, path: Optional[str] = None) -> Ledger:

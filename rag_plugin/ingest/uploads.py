@@ -8,6 +8,7 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING
 
 from rag_plugin.ingest.pipeline import FileResult, IngestReport, Ingestor
+from rag_plugin.ingest.store import StoreBusy
 
 if TYPE_CHECKING:
     from besser.bot.core.file import File
@@ -33,7 +34,8 @@ def decode_upload(ingestor: Ingestor, file: 'File', max_mb: float) -> IngestRepo
         max_mb (float): size limit in MB
 
     Returns:
-        IngestReport: the outcome; refused files are reported as skipped with the reason
+        IngestReport: the outcome; refused files (and a store kept busy by another ingestion) are reported as
+            skipped with the reason
     """
     name = safe_name(file.name)
     encoded = file.base64 or ''
@@ -43,4 +45,7 @@ def decode_upload(ingestor: Ingestor, file: 'File', max_mb: float) -> IngestRepo
         data = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
         return IngestReport(files=[FileResult(name, 'skipped', reason='the upload is not valid base64')])
-    return ingestor.ingest_bytes(UPLOAD_ROOT, name, data)
+    try:
+        return ingestor.ingest_bytes(UPLOAD_ROOT, name, data)
+    except StoreBusy as e:
+        return IngestReport(files=[FileResult(name, 'skipped', reason=str(e))])
