@@ -37,22 +37,24 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    """Answer one question and print the answer with numbered sources."""
+    """Answer one question and print the answer with its sources, numbered like the answer's [n] markers."""
     rag = _build_rag(args)
     result = rag.run(message=args.question)
-    sources = [{'source': s['source'], 'page': s['page'], 'score': s['score'], 'chunk_id': s['chunk_id']}
-               for s in result.sources]
+    # One entry per fragment given to the answerer, in fragment order: [n] in the answer is source n here.
+    sources = sorted(({'n': s['n'], 'source': s['source'], 'page': s['page'], 'score': s['score'],
+                       'chunk_id': s['chunk_id'], 'cited': s['cited']} for s in result.sources),
+                     key=lambda s: s['n'])
     if args.json:
-        print(json.dumps({'answer': result.answer, 'sources': sources, 'llm_name': result.llm_name,
-                          'confidence': result.confidence, 'abstained': result.abstained,
-                          'degraded': result.degraded}, indent=2, ensure_ascii=False))
+        print(json.dumps({'answer': result.answer, 'cited': result.cited, 'sources': sources,
+                          'llm_name': result.llm_name, 'confidence': result.confidence,
+                          'abstained': result.abstained, 'degraded': result.degraded}, indent=2, ensure_ascii=False))
         return 0
     print(result.answer)
     if sources:
-        print('\nSources:')
-        for n, s in enumerate(sources, start=1):
+        print('\nSources (* cited):')
+        for s in sources:
             page = f', page {s["page"]}' if s['page'] is not None else ''
-            print(f'  [{n}] {s["source"]}{page} (score {s["score"]:.2f})')
+            print(f'  {"*" if s["cited"] else " "}[{s["n"]}] {s["source"]}{page} (score {s["score"]:.2f})')
     print(f'\n({result.llm_name}, confidence: {result.confidence}'
           + (', abstained' if result.abstained else '') + (', degraded' if result.degraded else '') + ')')
     return 0
@@ -237,8 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--model', help='OpenAI model name (when OpenAI is configured)')
     p.add_argument('--trace-file', default=default_trace_path(), help='append a trace line to this file')
     p.add_argument('--json', action='store_true',
-                   help='print {"answer", "sources": [{"source", "page", "score", "chunk_id"}], "llm_name", '
-                        '"confidence", "abstained", "degraded"}')
+                   help='print {"answer", "cited", "sources": [{"n", "source", "page", "score", "chunk_id", '
+                        '"cited"}], "llm_name", "confidence", "abstained", "degraded"}; source n is fragment [n]')
     p.set_defaults(func=cmd_ask)
 
     def with_context(p: argparse.ArgumentParser) -> argparse.ArgumentParser:

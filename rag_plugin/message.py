@@ -37,8 +37,8 @@ class RAGMessage(BBFRAGMessage):
         answer (str): the generated answer
         docs (list[Document]): the fragments given to the LLM, most relevant first; each ``metadata`` has
             ``source``, ``page`` (1-based, PDFs) and ``score``
-        sources (list[dict]): deduplicated ``{source, page, chunk_id, score}`` of those fragments, those the
-            answer cites first
+        sources (list[dict]): ``{n, source, page, chunk_id, score, cited}`` per fragment, ``n`` being the number
+            the answer's ``[n]`` markers use; those the answer cites first
         confidence (str): ``high``, ``medium`` or ``low``
         abstained (bool): True when nothing relevant was found and the LLM was not called
         degraded (bool): True when the LLM failed and the extractive answerer answered instead

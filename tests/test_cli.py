@@ -1,6 +1,7 @@
 """python -m rag_plugin ingest / ask / stats / trace / --help on the default models."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -34,7 +35,7 @@ def test_ask_json_names_the_right_file_and_page(corpus_store_dir, tmp_path):
     assert 0 < top['score'] <= 1 and top['chunk_id']
 
     plain = cli('ask', 'What is the API rate limit?', '--store', str(corpus_store_dir))
-    assert 'Sources:' in plain.stdout and '[1] integrations_and_api.pdf, page 2 (score' in plain.stdout
+    assert 'Sources (* cited):' in plain.stdout and '[1] integrations_and_api.pdf, page 2 (score' in plain.stdout
 
     shown = cli('trace', '--file', str(trace), '-n', '1')
     assert shown.returncode == 0 and 'question: What is the API rate limit?' in shown.stdout
@@ -56,3 +57,23 @@ def test_ingest_then_stats(tmp_path):
     assert '1 document(s), 1 chunk(s)' in stats.stdout and 'faq.md' in stats.stdout
     missing = cli('ingest', str(tmp_path / 'nope'), '--store', str(store))
     assert missing.returncode == 2 and 'No such file or folder' in missing.stderr
+
+
+def test_ask_numbers_sources_like_the_answer_markers(corpus_store_dir, tmp_path):
+    """[n] in the answer is source n in the printed list and in --json (n, cited), for every answer."""
+    for question in ('What is the API rate limit?', 'How many guests can a workspace have?'):
+        data = json.loads(cli('ask', question, '--store', str(corpus_store_dir), '--json',
+                              '--trace-file', str(tmp_path / 't.jsonl')).stdout)
+        markers = sorted({int(n) for n in re.findall(r'\[(\d+)\]', data['answer'])})
+        assert markers and sorted(data['cited']) == markers
+        assert [s['n'] for s in data['sources']] == list(range(1, len(data['sources']) + 1))
+        assert sorted(s['n'] for s in data['sources'] if s['cited']) == markers
+        plain = cli('ask', question, '--store', str(corpus_store_dir), '--trace-file', str(tmp_path / 't.jsonl'))
+        for s in data['sources']:
+            line = f"{'*' if s['cited'] else ' '}[{s['n']}] {s['source']}, page {s['page']} (score {s['score']:.2f})"
+            assert line in plain.stdout, (line, plain.stdout)
+    # the rate limit sentence is on page 2: the marker after it names page 2
+    data = json.loads(cli('ask', 'What is the API rate limit?', '--store', str(corpus_store_dir), '--json',
+                          '--trace-file', str(tmp_path / 't.jsonl')).stdout)
+    n = int(re.search(r'600 requests per minute[^[]*\[(\d+)\]', data['answer']).group(1))
+    assert (data['sources'][n - 1]['source'], data['sources'][n - 1]['page']) == ('integrations_and_api.pdf', 2)

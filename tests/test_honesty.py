@@ -42,8 +42,10 @@ def test_citations_to_missing_fragments_are_removed_and_cited_sources_come_first
     assert '[9]' not in result.answer and '[7]' not in result.answer and '[2]' in result.answer
     assert result.cited == [2]
     assert result.sources[0]['cited'] and result.sources[0]['chunk_id'] == result.docs[1].metadata['chunk_id']
-    keys = [(s['source'], s['page']) for s in result.sources]
-    assert len(keys) == len(set(keys))  # deduplicated by file and page
+    # one source per fragment, numbered like the markers: source n is fragment n
+    assert sorted(s['n'] for s in result.sources) == list(range(1, len(result.docs) + 1))
+    for s in result.sources:
+        assert s['chunk_id'] == result.docs[s['n'] - 1].metadata['chunk_id'] and s['cited'] == (s['n'] == 2)
     assert result.confidence in ('high', 'medium', 'low')
 
 

@@ -67,6 +67,21 @@ def test_sources_show_file_page_score_snippet_cited_first():
     assert '<details class="rag-more"><summary>1 more retrieved fragment</summary>' in html
 
 
+def test_sources_use_the_answer_numbering_on_a_real_answer(make_rag):
+    """Source n in the web chat is fragment n, the one the answer's [n] names, and its sources entry n."""
+    result = make_rag().run(message='What is the API rate limit?').to_dict()
+    html = render.sources_html(result)
+    markers = {int(n) for n in re.findall(r'\[(\d+)\]', result['answer'])}
+    assert markers and markers == set(render.cited_numbers(result))
+    blocks = re.findall(r'data-source-number="(\d+)"><div class="rag-source-head">(.*?)</div>', html)
+    assert {int(n) for n, _ in blocks} == set(range(1, len(result['docs']) + 1))
+    by_n = {s['n']: s for s in result['sources']}
+    for n, head in blocks:
+        doc, source = result['docs'][int(n) - 1]['metadata'], by_n[int(n)]
+        assert f'rag-source-file">{doc["source"]}<' in head and f'page {doc["page"]}<' in head
+        assert (source['source'], source['page'], source['cited']) == (doc['source'], doc['page'], int(n) in markers)
+
+
 def test_odd_documents_never_break_rendering():
     message = {'answer': 'Answer [1] [9].', 'docs': [
         {'content': 'no metadata'}, {'metadata': {'page': 3}}, {'content': 'x', 'metadata': {'source_id': 'id.md'}},
