@@ -29,8 +29,9 @@ logging.basicConfig(level=logging.INFO, format='{levelname} - {asctime}: {messag
 logging.getLogger('httpx').setLevel(logging.WARNING)
 
 PDFS = os.environ.get('RAG_BOT_PDFS', str(ROOT / 'data' / 'pdfs'))
-STORE = os.environ.get('RAG_PLUGIN_STORE', str(ROOT / '.demo' / 'vector_store'))
-TRACE = os.environ.get('RAG_PLUGIN_TRACE', str(ROOT / '.demo' / 'rag_trace.jsonl'))
+# the command line's default store (`python -m rag_plugin ask ...` from the checkout answers from it) and trace
+STORE = os.environ.get('RAG_PLUGIN_STORE', str(ROOT / 'vector_store'))
+TRACE = os.environ.get('RAG_PLUGIN_TRACE', str(Path(STORE) / 'rag_trace.jsonl'))
 
 # Create the bot
 bot = Bot('rag_bot')

@@ -10,6 +10,27 @@ import sys
 from typing import Optional
 
 
+class UsageError(Exception):
+    """A mistake the user can fix: printed as one ``error:`` line, exit code 2."""
+
+
+def _store_trace_path(store: str) -> str:
+    """The default trace file of a store: ``RAG_PLUGIN_TRACE``, else ``rag_trace.jsonl`` in the store folder."""
+    from rag_plugin.trace import default_trace_path
+    return default_trace_path() or os.path.join(store, 'rag_trace.jsonl')
+
+
+def _require_store(store: str) -> None:
+    """Refuse a store folder that does not hold a store (opening it would silently create an empty one)."""
+    if not os.path.isfile(os.path.join(store, 'chroma.sqlite3')):
+        raise UsageError(f'no store at {store}: run `python -m rag_plugin ingest DIR --store {store}` first')
+
+
+def _require_question(question: str) -> None:
+    if not (question or '').strip():
+        raise UsageError('empty question: ask something, e.g. python -m rag_plugin ask "What is the API rate limit?"')
+
+
 def _build_rag(args: argparse.Namespace):
     from rag_plugin import RAG, StandaloneBot, default_splitter, default_vector_store
     from rag_plugin.generate.select import default_llm
@@ -18,9 +39,10 @@ def _build_rag(args: argparse.Namespace):
     store = default_vector_store(args.store)
     llm = default_llm(bot, getattr(args, 'model', None))
     threshold = getattr(args, 'threshold', None)
+    trace_file = getattr(args, 'trace_file', None)
     return RAG(bot, store, default_splitter(), llm.name, k=getattr(args, 'k', 4) or 4,
                relevance_threshold=DEFAULT_RELEVANCE_THRESHOLD if threshold is None else threshold,
-               trace_file=getattr(args, 'trace_file', None))
+               trace_file=(trace_file or _store_trace_path(args.store)) if hasattr(args, 'trace_file') else None)
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -38,6 +60,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     """Answer one question and print the answer with its sources, numbered like the answer's [n] markers."""
+    _require_question(args.question)
+    _require_store(args.store)
     rag = _build_rag(args)
     result = rag.run(message=args.question)
     # One entry per fragment given to the answerer, in fragment order: [n] in the answer is source n here.
@@ -102,6 +126,7 @@ def _print_context(package: dict) -> None:
 
 def cmd_retrieve(args: argparse.Namespace) -> int:
     """Print a context package (or, with --synthesis, a context package and its synthesis)."""
+    _require_store(args.store)
     rag = _build_rag(args)
     method = rag.context_plus_summary if args.synthesis else rag.retrieve_context
     try:
@@ -118,6 +143,7 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
 
 def cmd_answer(args: argparse.Namespace) -> int:
     """Print an answer built on a context package, with its citations."""
+    _require_store(args.store)
     rag = _build_rag(args)
     try:
         result = rag.answer_context(args.question, **_context_options(args))
@@ -144,6 +170,7 @@ def cmd_answer(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     """Serve the HTTP API for agents (POST /retrieve, POST /answer, GET /health, /docs)."""
     from rag_plugin.server import API_KEY_ENV, serve
+    _require_store(args.store)
     rag = _build_rag(args)
     serve(rag, args.host, args.port, args.api_key or os.environ.get(API_KEY_ENV) or None, args.max_body_bytes)
     return 0
@@ -153,6 +180,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     """Print what the store holds, per document."""
     from rag_plugin import default_vector_store
     from rag_plugin.ingest import ledger_for
+    _require_store(args.store)
     store = default_vector_store(args.store)
     records = ledger_for(store).all()
     count = store._collection.count() if hasattr(store, '_collection') else None
@@ -169,10 +197,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def cmd_trace(args: argparse.Namespace) -> int:
     """Show the last calls of a trace file."""
     from rag_plugin.trace import format_record, read_trace
-    if not args.file or not os.path.exists(args.file):
-        print(f'error: no trace file at {args.file!r} (set RAG_PLUGIN_TRACE or pass --file)', file=sys.stderr)
-        return 2
-    records = read_trace(args.file, args.last)
+    path = args.file or _store_trace_path(args.store)
+    if not os.path.exists(path):
+        raise UsageError(f'no trace file at {path} yet: `python -m rag_plugin ask` writes it (or pass --file)')
+    records = read_trace(path, args.last)
     if args.json:
         print(json.dumps(records, indent=2, ensure_ascii=False))
     else:
@@ -209,7 +237,6 @@ def cmd_setup_nltk(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (one sub-command per job)."""
     from rag_plugin.defaults import DEFAULT_STORE_DIR
-    from rag_plugin.trace import default_trace_path
     parser = argparse.ArgumentParser(prog='python -m rag_plugin', description=__doc__)
     parser.add_argument('-v', '--verbose', action='store_true', help='log at INFO level')
     sub = parser.add_subparsers(dest='command', required=True)
@@ -237,7 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--k', type=int, default=4, help='chunks to retrieve (default: %(default)s)')
     p.add_argument('--threshold', type=float, help='relevance threshold (default: the calibrated one)')
     p.add_argument('--model', help='OpenAI model name (when OpenAI is configured)')
-    p.add_argument('--trace-file', default=default_trace_path(), help='append a trace line to this file')
+    p.add_argument('--trace-file', help='append a trace line to this file (default: env RAG_PLUGIN_TRACE, else '
+                                        'rag_trace.jsonl in the store folder)')
     p.add_argument('--json', action='store_true',
                    help='print {"answer", "cited", "sources": [{"n", "source", "page", "score", "chunk_id", '
                         '"cited"}], "llm_name", "confidence", "abstained", "degraded"}; source n is fragment [n]')
@@ -286,9 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--json', action='store_true')
     p.set_defaults(func=cmd_stats)
 
-    p = sub.add_parser('trace', help='show the last calls of a trace file readably')
-    p.add_argument('--file', default=default_trace_path() or 'rag_trace.jsonl',
-                   help='the trace file (default: env RAG_PLUGIN_TRACE or %(default)s)')
+    p = with_store(sub.add_parser('trace', help='show the last calls of a trace file readably'))
+    p.add_argument('--file', help='the trace file (default: env RAG_PLUGIN_TRACE, else rag_trace.jsonl in the '
+                                  'store folder, where ask writes it)')
     p.add_argument('-n', '--last', type=int, default=10, help='how many calls (default: %(default)s)')
     p.add_argument('--json', action='store_true')
     p.set_defaults(func=cmd_trace)
@@ -323,4 +351,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                         format='%(levelname)s %(name)s: %(message)s')
     for noisy in ('chromadb', 'httpx', 'sentence_transformers'):
         logging.getLogger(noisy).setLevel(logging.WARNING if args.verbose else logging.ERROR)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except UsageError as e:
+        print(f'error: {e}', file=sys.stderr)
+        return 2

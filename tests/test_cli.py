@@ -77,3 +77,46 @@ def test_ask_numbers_sources_like_the_answer_markers(corpus_store_dir, tmp_path)
                           '--trace-file', str(tmp_path / 't.jsonl')).stdout)
     n = int(re.search(r'600 requests per minute[^[]*\[(\d+)\]', data['answer']).group(1))
     assert (data['sources'][n - 1]['source'], data['sources'][n - 1]['page']) == ('integrations_and_api.pdf', 2)
+
+
+@pytest.mark.parametrize('question', ['', '   '])
+def test_empty_question_is_a_one_line_error(question, tmp_path):
+    result = cli('ask', question, '--store', str(tmp_path / 'store'))
+    assert result.returncode == 2 and result.stdout == ''
+    assert result.stderr.startswith('error: empty question') and result.stderr.count('\n') == 1, result.stderr
+
+
+def test_a_missing_store_is_an_error_not_an_empty_store(tmp_path):
+    store = tmp_path / 'mistyped'
+    expected = f'error: no store at {store}: run `python -m rag_plugin ingest DIR --store {store}` first\n'
+    for args in (['ask', 'What is the API rate limit?'], ['retrieve', 'rate limit'], ['answer', 'rate limit'],
+                 ['stats'], ['serve', '--port', '1']):
+        result = cli(*args, '--store', str(store))
+        assert (result.returncode, result.stderr) == (2, expected), (args, result.stderr)
+    assert not store.exists()  # nothing was created
+
+
+def test_demo_bots_and_cli_share_the_default_store():
+    """`make demo` ingests into the store `python -m rag_plugin ask` reads from the checkout (and traces there)."""
+    import ast
+    from rag_plugin.defaults import DEFAULT_STORE_DIR
+    for bot in ('rag_bot.py', 'telegram_rag_bot.py'):
+        tree = ast.parse((ROOT / 'bots' / bot).read_text())
+        [store] = [n.value for n in ast.walk(tree) if isinstance(n, ast.Assign) and n.targets[0].id == 'STORE'
+                   if isinstance(n.targets[0], ast.Name)]
+        assert ast.unparse(store) == f"os.environ.get('RAG_PLUGIN_STORE', str(ROOT / {DEFAULT_STORE_DIR!r}))"
+
+
+def test_ask_writes_the_default_trace_that_trace_shows_with_the_guard_reason(corpus_store_dir, tmp_path):
+    import shutil
+    store = tmp_path / 'store'
+    shutil.copytree(corpus_store_dir, store)
+    result = cli('ask', 'What does error NN-9999 mean in the kitchen?', '--store', str(store))
+    assert result.returncode == 0 and 'abstained' in result.stdout
+    assert (store / 'rag_trace.jsonl').is_file()  # kept in the store folder
+    shown = cli('trace', '--store', str(store), '-n', '10')
+    assert shown.returncode == 0, shown.stderr
+    assert 'question: What does error NN-9999 mean in the kitchen?' in shown.stdout
+    assert '-> abstain' in shown.stdout and 'guard: the documents never mention: ' in shown.stdout
+    empty = cli('trace', '--store', str(tmp_path / 'other'))
+    assert empty.returncode == 2 and empty.stderr.startswith('error: no trace file at ')

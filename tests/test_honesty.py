@@ -129,3 +129,14 @@ def test_generation_faults_through_the_websocket_bot(corpus_store):
             message = client.ask('What is the API rate limit?')['message']  # the next question works
             assert not message['degraded'] and message['llm_name'] == 'gpt-4o-mini'
             client.close()
+
+
+def test_readable_trace_shows_the_guard_reason_and_errors():
+    from rag_plugin.trace import format_record
+    record = {'question': 'q', 'query': 'q', 'outcome': 'abstained', 'retrieved': [],
+              'guard': {'best_score': 0.31, 'threshold': 0.25, 'abstain': True, 'confidence': 'low',
+                        'reason': 'the documents never mention: kitchen'}, 'latency_ms': {}, 'answer': 'no'}
+    text = format_record(record)
+    assert '-> abstain (low)\n  guard: the documents never mention: kitchen' in text
+    failed = format_record({**record, 'guard': None, 'outcome': 'error', 'error': 'retrieval failed: OSError: x'})
+    assert 'error: retrieval failed: OSError: x' in failed
