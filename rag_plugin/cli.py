@@ -103,21 +103,25 @@ def _where(source_id: str, page=None, line_start=None, line_end=None, section=No
 
 
 def _print_context(package: dict) -> None:
-    print(f"[{package['intent']}, {package['mode']}] {package['summary']}")
-    if package.get('synthesis'):
-        print(f"\n{package['synthesis']}")
+    """Print a context package readably; what its synthesis already says (summary, points, questions) once."""
+    synthesis = package.get('synthesis') or ''
+    summary = '' if package['summary'] in synthesis else f" {package['summary']}"
+    print(f"[{package['intent']}, {package['mode']}]{summary}")
+    if synthesis:
+        print(f"\n{synthesis}")
     if package['topics']:
         print('\nTopics: ' + '; '.join(package['topics']))
-    if package['critical_points']:
+    points = [point for point in package['critical_points'] if point not in synthesis]
+    if points:
         print('\nCritical points:')
-        for point in package['critical_points']:
+        for point in points:
             print(f'  - {point}')
     print(f"\nItems ({len(package['items'])}):")
     for n, item in enumerate(package['items'], start=1):
         where = _where(item['source_id'], item.get('page'), item.get('line_start'), item.get('line_end'),
                        item.get('section'))
         print(f"  [{n}] {where} (score {item['score']:.2f})")
-    questions = package['follow_up_refs']['suggested_questions']
+    questions = [q for q in package['follow_up_refs']['suggested_questions'] if q not in synthesis]
     if questions:
         print('\nFollow-up questions:')
         for question in questions:
@@ -237,7 +241,7 @@ def cmd_setup_nltk(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (one sub-command per job)."""
     from rag_plugin.defaults import DEFAULT_STORE_DIR
-    parser = argparse.ArgumentParser(prog='python -m rag_plugin', description=__doc__)
+    parser = argparse.ArgumentParser(prog='python -m rag_plugin', description=__doc__.replace('``', ''))
     parser.add_argument('-v', '--verbose', action='store_true', help='log at INFO level')
     sub = parser.add_subparsers(dest='command', required=True)
 
