@@ -15,10 +15,20 @@ def cli(*args, timeout=300):
                           text=True, timeout=timeout)
 
 
-@pytest.mark.parametrize('command', ['ingest', 'ask', 'stats', 'trace', 'setup-nltk'])
+@pytest.mark.parametrize('command', ['ingest', 'ask', 'retrieve', 'answer', 'serve', 'stats', 'trace', 'eval',
+                                     'setup-nltk'])
 def test_every_command_has_help(command):
     result = cli(command, '--help')
     assert result.returncode == 0 and 'usage: python -m rag_plugin' in result.stdout
+    assert '``' not in result.stdout  # no reStructuredText quotes
+    if command not in ('eval', 'setup-nltk'):
+        assert '--store STORE' in result.stdout  # every command that reads a store takes --store
+
+
+def test_main_help_has_no_restructuredtext_quotes():
+    result = cli('--help')
+    assert result.returncode == 0 and '``' not in result.stdout
+    assert 'python -m rag_plugin ingest|ask' in ' '.join(result.stdout.split())
 
 
 def test_ask_json_names_the_right_file_and_page(corpus_store_dir, tmp_path):
