@@ -22,7 +22,11 @@ If any check fails the RAG abstains: it answers an honest "not in the documents"
 from __future__ import annotations
 
 import difflib
+import functools
+import importlib.util
+import os
 import re
+import runpy
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -54,12 +58,23 @@ _CAPABILITY_VERBS = frozenset('enable enables enabled disable disables allow all
                               'support supports cover covers give gives have has turn set'.split())
 
 
+@functools.lru_cache(maxsize=1)
+def english_stop_words() -> frozenset:
+    """scikit-learn's English stop words, read from its data module without importing scikit-learn (about 3 s)."""
+    try:
+        spec = importlib.util.find_spec('sklearn')
+        path = os.path.join(os.path.dirname(spec.origin), 'feature_extraction', '_stop_words.py')
+        return frozenset(runpy.run_path(path)['ENGLISH_STOP_WORDS'])
+    except Exception:  # noqa: BLE001 - another layout: import it the ordinary way
+        from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+        return frozenset(ENGLISH_STOP_WORDS)
+
+
 def _content_terms(question: str) -> list[str]:
     """The question's words that name its subject: no stop words (scikit-learn's English list), no question-shape
     words or capability verbs, and not the word after "how" ("how big", "how soon": answers rarely repeat it)."""
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
     from rag_plugin.generate.extractive import tokens
+    ENGLISH_STOP_WORDS = english_stop_words()  # noqa: N806 - the name scikit-learn gives it
     dimension = {t for word in re.findall(r'\bhow\s+([A-Za-z]+)', question, flags=re.I) for t in tokens(word)}
     words = [w for w in re.findall(r"[A-Za-z0-9][A-Za-z0-9+#.\-_/]*[A-Za-z0-9+#]|[A-Za-z0-9]", question)
              if w.lower() not in ENGLISH_STOP_WORDS and w.lower() not in _CAPABILITY_VERBS]

@@ -130,3 +130,19 @@ def test_ask_writes_the_default_trace_that_trace_shows_with_the_guard_reason(cor
     assert '-> abstain' in shown.stdout and 'guard: the documents never mention: ' in shown.stdout
     empty = cli('trace', '--store', str(tmp_path / 'other'))
     assert empty.returncode == 2 and empty.stderr.startswith('error: no trace file at ')
+
+
+def test_ask_path_imports_neither_bbf_nor_torch(corpus_store_dir, embeddings, tmp_path):
+    """The command line's RAG (a StandaloneBot, the extractive answerer, the cached ONNX graph) needs neither BBF
+    (NLTK, scikit-learn, SciPy) nor torch: they made every call 10 s longer."""
+    code = ('import sys, argparse; from rag_plugin.cli import _build_rag; '
+            f'rag = _build_rag(argparse.Namespace(store={str(corpus_store_dir)!r}, trace_file={str(tmp_path / "t")!r}, '
+            'k=4, threshold=None, model=None)); '
+            'result = rag.run(message="What is the API rate limit?"); assert "600 requests" in result.answer; '
+            'print(sorted(m for m in ("besser.bot.core.bot", "besser.bot.nlp.rag.rag", "torch", "nltk", "sklearn", '
+            '"sentence_transformers", "tensorflow") if m in sys.modules))')
+    env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'USE_TF': '0'}
+    result = subprocess.run([sys.executable, '-c', code], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == '[]'
