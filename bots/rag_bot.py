@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
 from besser.bot.core.bot import Bot  # noqa: E402
 from besser.bot.core.session import Session  # noqa: E402
+from besser.bot.platforms import websocket  # noqa: E402
 
 from rag_plugin import (DEFAULT_NOT_FOUND_ANSWER, RAG, RAGMessage, default_llm, default_splitter,  # noqa: E402
                         default_vector_store)
@@ -44,6 +45,8 @@ if os.environ.get('RAG_BOT_UI', '1') != '0':
     websocket_platform = use_rag_webchat(bot, title='Nimbus Notes guides')
 else:
     websocket_platform = bot.use_websocket_platform(use_ui=False)
+if os.environ.get('RAG_BOT_WEBSOCKET_PORT'):  # e.g. benchmarks/startup.py on a free port
+    bot.set_property(websocket.WEBSOCKET_PORT, int(os.environ['RAG_BOT_WEBSOCKET_PORT']))
 
 # The RAG: local embeddings in a persistent Chroma store, the default splitter, and the default LLM
 vector_store = default_vector_store(STORE)
