@@ -280,9 +280,9 @@ def source_lines(rag_message: Union['RAGMessage', Mapping], only_cited: bool = F
         for n in numbers:
             if n not in group['cited'] and n not in group['other']:
                 group['cited' if is_cited else 'other'].append(n)
+    cited = set(_field(rag_message, 'cited') or [])
     lines: list[str] = []
     for (name, page), group in groups.items():
-        cited = set(_field(rag_message, 'cited') or [])
         numbers = [n for n in group['cited'] if not cited or n in cited] or group['cited'] or group['other']
         label = ''.join(f'[{n}]' for n in numbers)
         where = f', p. {page}' if page not in (None, '') else ''
