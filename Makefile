@@ -9,7 +9,7 @@ STAMP := $(VENV)/.rag_plugin-installed
 export USE_TF := 0
 export ANONYMIZED_TELEMETRY := False
 
-.PHONY: install demo test bench eval clean corpus chromium
+.PHONY: install demo test bench eval clean corpus chromium screenshot startup
 
 # The web chat's browser test drives Debian's chromium with Playwright (Playwright's own browsers are never
 # downloaded). Installed once, as root, when missing; elsewhere that test is skipped.
@@ -40,6 +40,15 @@ chromium:
 
 test: install chromium
 	HF_HUB_OFFLINE=1 RAG_PLUGIN_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# The README's web chat screenshot (docs/webchat.png), from the browser test; tests alone never write to the checkout.
+screenshot: install chromium
+	HF_HUB_OFFLINE=1 RAG_PLUGIN_CHROMIUM=$(CHROMIUM) RAG_PLUGIN_SCREENSHOTS=docs $(BIN)/python -m pytest -q \
+	  tests/test_webchat.py -k test_web_chat_answers_with_sources_not_found_upload_and_streaming
+
+# Start-up time of the command line, by stage, and `ask` end to end (median of 3).
+startup: install
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/startup.py $(BENCH_ARGS)
 
 bench: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/ingest.py $(BENCH_ARGS)

@@ -18,8 +18,10 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
 from besser.bot.core.bot import Bot  # noqa: E402
 from besser.bot.core.session import Session  # noqa: E402
+from besser.bot.platforms import websocket  # noqa: E402
 
-from rag_plugin import RAG, RAGMessage, default_llm, default_splitter, default_vector_store  # noqa: E402
+from rag_plugin import (DEFAULT_NOT_FOUND_ANSWER, RAG, RAGMessage, default_llm, default_splitter,  # noqa: E402
+                        default_vector_store)
 from rag_plugin.rag import LAST_RAG_MESSAGE_KEY  # noqa: E402
 from rag_plugin.channels.events import on_rag_outcomes  # noqa: E402
 from rag_plugin.channels.webchat import describe_ingestion, use_rag_webchat  # noqa: E402
@@ -29,17 +31,22 @@ logging.basicConfig(level=logging.INFO, format='{levelname} - {asctime}: {messag
 logging.getLogger('httpx').setLevel(logging.WARNING)
 
 PDFS = os.environ.get('RAG_BOT_PDFS', str(ROOT / 'data' / 'pdfs'))
-STORE = os.environ.get('RAG_PLUGIN_STORE', str(ROOT / '.demo' / 'vector_store'))
-TRACE = os.environ.get('RAG_PLUGIN_TRACE', str(ROOT / '.demo' / 'rag_trace.jsonl'))
+# the command line's default store (`python -m rag_plugin ask ...` from the checkout answers from it) and trace
+STORE = os.environ.get('RAG_PLUGIN_STORE', str(ROOT / 'vector_store'))
+TRACE = os.environ.get('RAG_PLUGIN_TRACE', str(Path(STORE) / 'rag_trace.jsonl'))
+CLARIFY = ('Could you name the feature, setting or error code you mean? '
+           'Type /overview to see what the guides cover.')
 
 # Create the bot
 bot = Bot('rag_bot')
 bot.load_properties(str(HERE / 'config.ini'))
 if os.environ.get('RAG_BOT_UI', '1') != '0':
     # the RAG web chat (instead of BBF's UI) on streamlit.host / streamlit.port, started and stopped with the bot
-    websocket_platform = use_rag_webchat(bot)
+    websocket_platform = use_rag_webchat(bot, title='Nimbus Notes guides')
 else:
     websocket_platform = bot.use_websocket_platform(use_ui=False)
+if os.environ.get('RAG_BOT_WEBSOCKET_PORT'):  # e.g. benchmarks/startup.py on a free port
+    bot.set_property(websocket.WEBSOCKET_PORT, int(os.environ['RAG_BOT_WEBSOCKET_PORT']))
 
 # The RAG: local embeddings in a persistent Chroma store, the default splitter, and the default LLM
 vector_store = default_vector_store(STORE)
@@ -52,6 +59,7 @@ rag = RAG(
     k=4,
     num_previous_messages=6,
     trace_file=TRACE,
+    not_found_answer=f'{DEFAULT_NOT_FOUND_ANSWER} {CLARIFY}',  # one message per abstention, asking to clarify
 )
 report = rag.ingest(PDFS, progress=True)  # first start: embeds; later starts: every file 'unchanged'
 logging.info('[rag_bot] %s', str(report).splitlines()[0])
@@ -92,8 +100,9 @@ rag_state.when_file_received_go_to(upload_state)
 
 
 def clarify_body(session: Session):
-    session.reply('The guides do not seem to cover that. Could you name the feature, setting or error code you mean? '
-                  'Type /overview to see what the guides cover.')
+    # The abstention already asked the user to clarify (one message, not two); the next message is searched with
+    # this question as context, since the RAG rewrites follow-ups into standalone queries.
+    logging.info('[rag_bot] nothing relevant found for %r; waiting for a clarification', session.message)
 
 
 clarify_state.set_body(clarify_body)

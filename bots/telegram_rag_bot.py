@@ -35,8 +35,9 @@ logging.getLogger('httpx').setLevel(logging.WARNING)
 
 CONFIG = os.environ.get('RAG_TELEGRAM_CONFIG', str(HERE / 'telegram_config.ini'))
 PDFS = os.environ.get('RAG_BOT_PDFS', str(ROOT / 'data' / 'pdfs'))
-STORE = os.environ.get('RAG_PLUGIN_STORE', str(ROOT / '.demo' / 'vector_store'))
-TRACE = os.environ.get('RAG_PLUGIN_TRACE', str(ROOT / '.demo' / 'rag_trace.jsonl'))
+# the command line's default store (`python -m rag_plugin ask ...` from the checkout answers from it) and trace
+STORE = os.environ.get('RAG_PLUGIN_STORE', str(ROOT / 'vector_store'))
+TRACE = os.environ.get('RAG_PLUGIN_TRACE', str(Path(STORE) / 'rag_trace.jsonl'))
 
 _TOKEN_FORMAT = re.compile(r'^\d+:\S+$')  # what @BotFather gives: "123456789:AAH..."
 

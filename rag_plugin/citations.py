@@ -43,20 +43,16 @@ def resolve_citations(answer: str, docs: list[Document]) -> tuple[str, list[int]
 
 
 def list_sources(docs: list[Document], cited: list[int]) -> list[dict]:
-    """Deduplicated ``{source, page, chunk_id, score, cited}`` of the fragments, cited ones first.
+    """One ``{n, source, page, chunk_id, score, cited}`` per fragment, cited ones first (in citation order).
 
-    Fragments from the same file and page are one source (the best-scoring chunk's id and score are kept).
+    ``n`` is the fragment's number, the one the answer's ``[n]`` markers use, so ``[2]`` always names fragment 2's
+    file and page; two fragments of the same page are two sources with their own numbers.
     """
     order = [n - 1 for n in cited] + [i for i in range(len(docs)) if i + 1 not in cited]
     sources: list[dict] = []
-    seen: dict[tuple, dict] = {}
     for i in order:
         metadata = docs[i].metadata
-        key = (metadata.get('source_id') or metadata.get('source'), metadata.get('page'))
-        entry = {'source': metadata.get('source') or metadata.get('source_id') or 'unknown',
-                 'page': metadata.get('page'), 'chunk_id': metadata.get('chunk_id'),
-                 'score': metadata.get('score'), 'cited': (i + 1) in cited}
-        if key not in seen:
-            seen[key] = entry
-            sources.append(entry)
+        sources.append({'n': i + 1, 'source': metadata.get('source') or metadata.get('source_id') or 'unknown',
+                        'page': metadata.get('page'), 'chunk_id': metadata.get('chunk_id'),
+                        'score': metadata.get('score'), 'cited': (i + 1) in cited})
     return sources

@@ -10,6 +10,27 @@ import sys
 from typing import Optional
 
 
+class UsageError(Exception):
+    """A mistake the user can fix: printed as one ``error:`` line, exit code 2."""
+
+
+def _store_trace_path(store: str) -> str:
+    """The default trace file of a store: ``RAG_PLUGIN_TRACE``, else ``rag_trace.jsonl`` in the store folder."""
+    from rag_plugin.trace import default_trace_path
+    return default_trace_path() or os.path.join(store, 'rag_trace.jsonl')
+
+
+def _require_store(store: str) -> None:
+    """Refuse a store folder that does not hold a store (opening it would silently create an empty one)."""
+    if not os.path.isfile(os.path.join(store, 'chroma.sqlite3')):
+        raise UsageError(f'no store at {store}: run `python -m rag_plugin ingest DIR --store {store}` first')
+
+
+def _require_question(question: str) -> None:
+    if not (question or '').strip():
+        raise UsageError('empty question: ask something, e.g. python -m rag_plugin ask "What is the API rate limit?"')
+
+
 def _build_rag(args: argparse.Namespace):
     from rag_plugin import RAG, StandaloneBot, default_splitter, default_vector_store
     from rag_plugin.generate.select import default_llm
@@ -18,9 +39,10 @@ def _build_rag(args: argparse.Namespace):
     store = default_vector_store(args.store)
     llm = default_llm(bot, getattr(args, 'model', None))
     threshold = getattr(args, 'threshold', None)
+    trace_file = getattr(args, 'trace_file', None)
     return RAG(bot, store, default_splitter(), llm.name, k=getattr(args, 'k', 4) or 4,
                relevance_threshold=DEFAULT_RELEVANCE_THRESHOLD if threshold is None else threshold,
-               trace_file=getattr(args, 'trace_file', None))
+               trace_file=(trace_file or _store_trace_path(args.store)) if hasattr(args, 'trace_file') else None)
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -57,22 +79,26 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    """Answer one question and print the answer with numbered sources."""
+    """Answer one question and print the answer with its sources, numbered like the answer's [n] markers."""
+    _require_question(args.question)
+    _require_store(args.store)
     rag = _build_rag(args)
     result = rag.run(message=args.question)
-    sources = [{'source': s['source'], 'page': s['page'], 'score': s['score'], 'chunk_id': s['chunk_id']}
-               for s in result.sources]
+    # One entry per fragment given to the answerer, in fragment order: [n] in the answer is source n here.
+    sources = sorted(({'n': s['n'], 'source': s['source'], 'page': s['page'], 'score': s['score'],
+                       'chunk_id': s['chunk_id'], 'cited': s['cited']} for s in result.sources),
+                     key=lambda s: s['n'])
     if args.json:
-        print(json.dumps({'answer': result.answer, 'sources': sources, 'llm_name': result.llm_name,
-                          'confidence': result.confidence, 'abstained': result.abstained,
-                          'degraded': result.degraded}, indent=2, ensure_ascii=False))
+        print(json.dumps({'answer': result.answer, 'cited': result.cited, 'sources': sources,
+                          'llm_name': result.llm_name, 'confidence': result.confidence,
+                          'abstained': result.abstained, 'degraded': result.degraded}, indent=2, ensure_ascii=False))
         return 0
     print(result.answer)
     if sources:
-        print('\nSources:')
-        for n, s in enumerate(sources, start=1):
+        print('\nSources (* cited):')
+        for s in sources:
             page = f', page {s["page"]}' if s['page'] is not None else ''
-            print(f'  [{n}] {s["source"]}{page} (score {s["score"]:.2f})')
+            print(f'  {"*" if s["cited"] else " "}[{s["n"]}] {s["source"]}{page} (score {s["score"]:.2f})')
     print(f'\n({result.llm_name}, confidence: {result.confidence}'
           + (', abstained' if result.abstained else '') + (', degraded' if result.degraded else '') + ')')
     return 0
@@ -97,21 +123,25 @@ def _where(source_id: str, page=None, line_start=None, line_end=None, section=No
 
 
 def _print_context(package: dict) -> None:
-    print(f"[{package['intent']}, {package['mode']}] {package['summary']}")
-    if package.get('synthesis'):
-        print(f"\n{package['synthesis']}")
+    """Print a context package readably; what its synthesis already says (summary, points, questions) once."""
+    synthesis = package.get('synthesis') or ''
+    summary = '' if package['summary'] in synthesis else f" {package['summary']}"
+    print(f"[{package['intent']}, {package['mode']}]{summary}")
+    if synthesis:
+        print(f"\n{synthesis}")
     if package['topics']:
         print('\nTopics: ' + '; '.join(package['topics']))
-    if package['critical_points']:
+    points = [point for point in package['critical_points'] if point not in synthesis]
+    if points:
         print('\nCritical points:')
-        for point in package['critical_points']:
+        for point in points:
             print(f'  - {point}')
     print(f"\nItems ({len(package['items'])}):")
     for n, item in enumerate(package['items'], start=1):
         where = _where(item['source_id'], item.get('page'), item.get('line_start'), item.get('line_end'),
                        item.get('section'))
         print(f"  [{n}] {where} (score {item['score']:.2f})")
-    questions = package['follow_up_refs']['suggested_questions']
+    questions = [q for q in package['follow_up_refs']['suggested_questions'] if q not in synthesis]
     if questions:
         print('\nFollow-up questions:')
         for question in questions:
@@ -120,6 +150,7 @@ def _print_context(package: dict) -> None:
 
 def cmd_retrieve(args: argparse.Namespace) -> int:
     """Print a context package (or, with --synthesis, a context package and its synthesis)."""
+    _require_store(args.store)
     rag = _build_rag(args)
     method = rag.context_plus_summary if args.synthesis else rag.retrieve_context
     try:
@@ -136,6 +167,7 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
 
 def cmd_answer(args: argparse.Namespace) -> int:
     """Print an answer built on a context package, with its citations."""
+    _require_store(args.store)
     rag = _build_rag(args)
     try:
         result = rag.answer_context(args.question, **_context_options(args))
@@ -162,6 +194,7 @@ def cmd_answer(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     """Serve the HTTP API for agents (POST /retrieve, POST /answer, GET /health, /docs)."""
     from rag_plugin.server import API_KEY_ENV, serve
+    _require_store(args.store)
     rag = _build_rag(args)
     serve(rag, args.host, args.port, args.api_key or os.environ.get(API_KEY_ENV) or None, args.max_body_bytes)
     return 0
@@ -172,6 +205,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     from rag_plugin import default_vector_store
     from rag_plugin.ingest import ledger_for
     from rag_plugin.ingest.check import check_store
+    _require_store(args.store)
     store = default_vector_store(args.store)
     ledger = ledger_for(store)
     records = ledger.all()
@@ -196,10 +230,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def cmd_trace(args: argparse.Namespace) -> int:
     """Show the last calls of a trace file."""
     from rag_plugin.trace import format_record, read_trace
-    if not args.file or not os.path.exists(args.file):
-        print(f'error: no trace file at {args.file!r} (set RAG_PLUGIN_TRACE or pass --file)', file=sys.stderr)
-        return 2
-    records = read_trace(args.file, args.last)
+    path = args.file or _store_trace_path(args.store)
+    if not os.path.exists(path):
+        raise UsageError(f'no trace file at {path} yet: `python -m rag_plugin ask` writes it (or pass --file)')
+    records = read_trace(path, args.last)
     if args.json:
         print(json.dumps(records, indent=2, ensure_ascii=False))
     else:
@@ -247,8 +281,7 @@ def cmd_setup_nltk(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (one sub-command per job)."""
     from rag_plugin.defaults import DEFAULT_STORE_DIR
-    from rag_plugin.trace import default_trace_path
-    parser = argparse.ArgumentParser(prog='python -m rag_plugin', description=__doc__)
+    parser = argparse.ArgumentParser(prog='python -m rag_plugin', description=__doc__.replace('``', ''))
     parser.add_argument('-v', '--verbose', action='store_true', help='log at INFO level')
     sub = parser.add_subparsers(dest='command', required=True)
 
@@ -280,10 +313,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--k', type=int, default=4, help='chunks to retrieve (default: %(default)s)')
     p.add_argument('--threshold', type=float, help='relevance threshold (default: the calibrated one)')
     p.add_argument('--model', help='OpenAI model name (when OpenAI is configured)')
-    p.add_argument('--trace-file', default=default_trace_path(), help='append a trace line to this file')
+    p.add_argument('--trace-file', help='append a trace line to this file (default: env RAG_PLUGIN_TRACE, else '
+                                        'rag_trace.jsonl in the store folder)')
     p.add_argument('--json', action='store_true',
-                   help='print {"answer", "sources": [{"source", "page", "score", "chunk_id"}], "llm_name", '
-                        '"confidence", "abstained", "degraded"}')
+                   help='print {"answer", "cited", "sources": [{"n", "source", "page", "score", "chunk_id", '
+                        '"cited"}], "llm_name", "confidence", "abstained", "degraded"}; source n is fragment [n]')
     p.set_defaults(func=cmd_ask)
 
     def with_context(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -331,9 +365,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--json', action='store_true')
     p.set_defaults(func=cmd_stats)
 
-    p = sub.add_parser('trace', help='show the last calls of a trace file readably')
-    p.add_argument('--file', default=default_trace_path() or 'rag_trace.jsonl',
-                   help='the trace file (default: env RAG_PLUGIN_TRACE or %(default)s)')
+    p = with_store(sub.add_parser('trace', help='show the last calls of a trace file readably'))
+    p.add_argument('--file', help='the trace file (default: env RAG_PLUGIN_TRACE, else rag_trace.jsonl in the '
+                                  'store folder, where ask writes it)')
     p.add_argument('-n', '--last', type=int, default=10, help='how many calls (default: %(default)s)')
     p.add_argument('--json', action='store_true')
     p.set_defaults(func=cmd_trace)
@@ -372,4 +406,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                         format='%(levelname)s %(name)s: %(message)s')
     for noisy in ('chromadb', 'httpx', 'sentence_transformers'):
         logging.getLogger(noisy).setLevel(logging.WARNING if args.verbose else logging.ERROR)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except UsageError as e:
+        print(f'error: {e}', file=sys.stderr)
+        return 2

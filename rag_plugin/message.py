@@ -5,7 +5,6 @@ import json
 import sqlite3
 from typing import Optional
 
-from besser.bot.nlp.rag.rag import RAGMessage as BBFRAGMessage
 from langchain_core.documents import Document
 
 
@@ -28,8 +27,12 @@ except ImportError:  # psycopg2 is BBF's dependency; without it there is no Post
     pass
 
 
-class RAGMessage(BBFRAGMessage):
+class RAGMessage:
     """The result of a RAG execution (a drop-in for BBF's, with more fields).
+
+    It has BBF's ``RAGMessage`` constructor, attributes and ``to_dict()`` keys, which is all BBF's platforms use, without
+    subclassing it: BBF's module imports NLTK, scikit-learn and SciPy (2-3 s), and a RAG used outside a bot (the
+    command line) never needs them.
 
     Args:
         llm_name (str): the name of the LLM that generated the answer
@@ -37,8 +40,8 @@ class RAGMessage(BBFRAGMessage):
         answer (str): the generated answer
         docs (list[Document]): the fragments given to the LLM, most relevant first; each ``metadata`` has
             ``source``, ``page`` (1-based, PDFs) and ``score``
-        sources (list[dict]): deduplicated ``{source, page, chunk_id, score}`` of those fragments, those the
-            answer cites first
+        sources (list[dict]): ``{n, source, page, chunk_id, score, cited}`` per fragment, ``n`` being the number
+            the answer's ``[n]`` markers use; those the answer cites first
         confidence (str): ``high``, ``medium`` or ``low``
         abstained (bool): True when nothing relevant was found and the LLM was not called
         degraded (bool): True when the LLM failed and the extractive answerer answered instead
@@ -61,7 +64,10 @@ class RAGMessage(BBFRAGMessage):
     def __init__(self, llm_name: str, question: str, answer: str, docs: list[Document],
                  sources: Optional[list[dict]] = None, confidence: str = 'low', abstained: bool = False,
                  degraded: bool = False, query: Optional[str] = None, cited: Optional[list[int]] = None):
-        super().__init__(llm_name=llm_name, question=question, answer=answer, docs=docs)
+        self.llm_name: str = llm_name
+        self.question: str = question
+        self.answer: str = answer
+        self.docs: list[Document] = docs
         self.sources: list[dict] = sources or []
         self.confidence: str = confidence
         self.abstained: bool = abstained
@@ -71,7 +77,10 @@ class RAGMessage(BBFRAGMessage):
 
     def to_dict(self) -> dict:
         """Return BBF's keys (``llm_name``, ``question``, ``answer``, ``docs``) plus this plugin's fields."""
-        result = RAGAnswerDict(super().to_dict())
+        result = RAGAnswerDict({
+            'llm_name': self.llm_name, 'question': self.question, 'answer': self.answer,
+            'docs': [{'content': doc.page_content, 'metadata': doc.metadata} for doc in self.docs],
+        })
         result.update({
             'sources': self.sources, 'confidence': self.confidence, 'abstained': self.abstained,
             'degraded': self.degraded, 'query': self.query, 'cited': self.cited,

@@ -1,20 +1,27 @@
-"""Run a sentence-transformers model's transformer with ONNX Runtime: the same vectors, computed faster on a CPU.
+"""Run a sentence-transformers model with ONNX Runtime, without PyTorch: the same vectors, computed faster on a CPU.
 
-The model's own tokenizer, pooling and normalisation modules (sentence-transformers code) run unchanged around it;
-only the transformer's forward pass moves from PyTorch to ONNX Runtime, which fuses its operators. The ONNX graph is
-exported from the loaded weights once (``torch.onnx.export``) and cached on disk, keyed by the weights file.
+The model's transformer is exported from the loaded PyTorch weights once (``torch.onnx.export``, fused by ONNX
+Runtime's BERT optimiser) and cached on disk together with the model's own tokenizer (the ``tokenizers`` file the
+loaded model uses) and its pooling settings. Encoding then needs only ``tokenizers``, ``onnxruntime`` and ``numpy``:
+tokenize like sentence-transformers (strip, truncate to ``max_seq_length``, pad to the longest), run the graph,
+pool (mean or CLS, masked) and L2-normalise.
 
-On load the encoder embeds a few probe texts both ways and is only used when the vectors agree (max difference
-1e-4); otherwise :class:`~rag_plugin.defaults.SentenceTransformerEmbeddings` keeps PyTorch. Measured on
-all-MiniLM-L6-v2: max difference about 2e-7, and about 1.3x faster embedding than sentence-transformers on PyTorch
-(``benchmarks/ingest.py``; int8 quantisation would be faster still, but changes the vectors: not done).
+The export is checked once, when it is written: probe texts are embedded both ways and the graph is only used when
+the vectors agree (max difference 1e-4); the verdict is kept in a manifest next to the graph. Later starts trust the
+cached graph and never import torch. The cache key (:func:`fingerprint`) covers the model folder, its weights and
+configuration files, and the versions of torch, onnx, onnxruntime, transformers, sentence-transformers and
+tokenizers, so a changed model or library is exported and checked again. Measured on all-MiniLM-L6-v2: max
+difference about 2e-7, about 1.3x faster embedding than sentence-transformers on PyTorch (``benchmarks/ingest.py``),
+and a process that embeds a query starts without torch's 2-3 s import (``benchmarks/startup.py``).
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import tempfile
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Optional
 
@@ -27,24 +34,48 @@ DEFAULT_CACHE_DIR = os.environ.get('RAG_PLUGIN_CACHE', os.path.join(os.path.expa
 
 _PROBES = ['What is covered?', 'Error E-4012 means the sync token expired; sign in again to renew it. ' * 4]
 _TOLERANCE = 1e-4
-_GRAPH_FORMAT = 'fused-1'  # bump when the exported graph changes
+_GRAPH_FORMAT = 'fused-2'  # bump when the exported graph or the manifest changes
+_LIBRARIES = ('torch', 'onnx', 'onnxruntime', 'transformers', 'sentence-transformers', 'tokenizers')
+_MODEL_FILES = ('model.safetensors', 'pytorch_model.bin', 'config.json', 'tokenizer.json', 'tokenizer_config.json',
+                'sentence_bert_config.json', 'modules.json', '1_Pooling/config.json')
+_POOLING = ('mean', 'cls')
 
 
-def _weights_key(model: Any) -> str:
-    """A cache key from the weights file (path, size, modification time) and the library versions."""
-    import onnx
-    import torch
-    folder = Path(model[0].auto_model.config._name_or_path)
-    parts = [_GRAPH_FORMAT, str(folder.resolve()), torch.__version__, onnx.__version__]
-    for name in ('model.safetensors', 'pytorch_model.bin'):
-        weights = folder / name
-        if weights.exists():
-            stat = weights.stat()
+def _version(library: str) -> str:
+    try:
+        return metadata.version(library)
+    except metadata.PackageNotFoundError:
+        return '-'
+
+
+def fingerprint(model_folder: str) -> str:
+    """The cache key of a model folder: its files (path, size, modification time) and the library versions.
+
+    Computed without importing any of those libraries (versions come from the installed packages' metadata).
+    """
+    folder = Path(model_folder).resolve()
+    parts = [_GRAPH_FORMAT, str(folder)] + [f'{name}={_version(name)}' for name in _LIBRARIES]
+    for name in _MODEL_FILES:
+        path = folder / name
+        if path.exists():
+            stat = path.stat()
             parts += [name, str(stat.st_size), str(stat.st_mtime_ns)]
     return hashlib.sha256('|'.join(parts).encode()).hexdigest()[:16]
 
 
-def _export(transformer: Any, path: Path) -> None:
+def _paths(cache_dir: str, key: str) -> tuple[Path, Path, Path]:
+    folder = Path(cache_dir) / 'onnx'
+    return folder / f'{key}.onnx', folder / f'{key}.tokenizer.json', folder / f'{key}.json'
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile('w', dir=path.parent, delete=False, encoding='utf-8', suffix='.tmp') as f:
+        f.write(text)
+    os.replace(f.name, path)
+
+
+def _export_graph(transformer: Any, path: Path) -> None:
     """Export the transformer's forward pass (token ids -> token embeddings), atomically."""
     import torch
 
@@ -78,54 +109,129 @@ def _export(transformer: Any, path: Path) -> None:
 
 
 class OnnxEncoder:
-    """Encodes texts like ``SentenceTransformer.encode(..., normalize_embeddings=True)``, with ONNX Runtime.
+    """Encodes texts like ``SentenceTransformer.encode(..., normalize_embeddings=True)``, with ONNX Runtime only.
+
+    Build it with :meth:`from_cache` (no torch) or :meth:`export` (from a loaded model, checked against it).
 
     Args:
-        model (SentenceTransformer): a loaded model made of a ``Transformer``, a ``Pooling`` and optionally a
-            ``Normalize`` module
-        cache_dir (str): where the exported graph is kept
+        graph (str): the exported ONNX graph
+        tokenizer (str): the model's ``tokenizers`` JSON file
+        settings (dict): ``max_seq_length``, ``do_lower_case``, ``pad_id``, ``pad_token``, ``pooling`` (``mean`` or
+            ``cls``), ``normalize`` and ``dimension``
 
-    Raises:
-        ValueError: the model has other modules (use PyTorch)
-        ImportError: onnx or onnxruntime is not installed
+    Attributes:
+        path (Path): the ONNX graph
+        settings (dict): the tokenization and pooling settings
     """
 
-    def __init__(self, model: Any, cache_dir: str = DEFAULT_CACHE_DIR):
+    def __init__(self, graph: str, tokenizer: str, settings: dict):
         import onnxruntime
+        from tokenizers import Tokenizer
+        if settings.get('pooling') not in _POOLING:
+            raise ValueError(f"pooling {settings.get('pooling')!r} is not supported (only {', '.join(_POOLING)})")
+        self.settings: dict = dict(settings)
+        self._tokenizer = Tokenizer.from_file(str(tokenizer))
+        self._tokenizer.enable_truncation(max_length=int(settings['max_seq_length']))
+        self._tokenizer.enable_padding(pad_id=int(settings['pad_id']), pad_token=str(settings['pad_token']))
+        options = onnxruntime.SessionOptions()
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        self._session = onnxruntime.InferenceSession(str(graph), options, providers=['CPUExecutionProvider'])
+        self._inputs = [i.name for i in self._session.get_inputs()]
+        self.path: Path = Path(graph)
+
+    @classmethod
+    def from_cache(cls, model_folder: str, cache_dir: Optional[str] = None) -> Optional['OnnxEncoder']:
+        """The encoder of a model folder exported and checked before, or None when there is none (or it is stale).
+
+        Raises:
+            ValueError: the export was checked and its vectors differ from PyTorch's (use PyTorch)
+        """
+        if not Path(model_folder).is_dir():
+            return None
+        graph, tokenizer, manifest = _paths(cache_dir or DEFAULT_CACHE_DIR, fingerprint(model_folder))
+        try:
+            settings = json.loads(manifest.read_text(encoding='utf-8'))
+        except (OSError, ValueError):
+            return None
+        if not settings.get('agrees'):
+            raise ValueError(f"its vectors differ from PyTorch's ({settings.get('difference')})")
+        if not (graph.exists() and tokenizer.exists()):
+            return None
+        return cls(str(graph), str(tokenizer), settings)
+
+    @classmethod
+    def export(cls, model: Any, cache_dir: Optional[str] = None) -> 'OnnxEncoder':
+        """Export a loaded model (once), check its vectors against PyTorch's and record the verdict in the cache.
+
+        Args:
+            model (SentenceTransformer): a ``Transformer`` + ``Pooling`` (+ ``Normalize``) model loaded from a folder
+            cache_dir (str): where the graph is kept (default: :any:`DEFAULT_CACHE_DIR`)
+
+        Raises:
+            ValueError: another kind of model, or vectors that differ from PyTorch's
+        """
         from sentence_transformers.models import Normalize, Pooling, Transformer
         modules = list(model)
         if not (len(modules) in (2, 3) and isinstance(modules[0], Transformer) and isinstance(modules[1], Pooling)
                 and all(isinstance(m, Normalize) for m in modules[2:])):
             raise ValueError('only Transformer + Pooling (+ Normalize) models run on ONNX Runtime')
-        self._transformer, self._pooling = modules[0], modules[1]
-        path = Path(cache_dir) / 'onnx' / f'{_weights_key(model)}.onnx'
-        if not path.exists():
-            logger.info('Exporting the embedding model to ONNX (once): %s', path)
-            _export(self._transformer, path)
-        options = onnxruntime.SessionOptions()
-        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3
-        self._session = onnxruntime.InferenceSession(str(path), options, providers=['CPUExecutionProvider'])
-        self._inputs = [i.name for i in self._session.get_inputs()]
-        self.path: Path = path
+        transformer, pooling = modules[0], modules[1]
+        folder = transformer.auto_model.config._name_or_path
+        graph, tokenizer_path, manifest = _paths(cache_dir or DEFAULT_CACHE_DIR, fingerprint(folder))
+        settings = {'format': _GRAPH_FORMAT, 'model': str(folder), 'max_seq_length': transformer.max_seq_length,
+                    'do_lower_case': bool(getattr(transformer, 'do_lower_case', False)),
+                    'pad_id': model.tokenizer.pad_token_id, 'pad_token': model.tokenizer.pad_token,
+                    'pooling': pooling.get_pooling_mode_str(), 'normalize': True,
+                    'dimension': pooling.get_sentence_embedding_dimension(), 'agrees': False, 'difference': None}
+        if settings['pooling'] not in _POOLING:
+            raise ValueError(f"pooling {settings['pooling']!r} is not supported (only {', '.join(_POOLING)})")
+        if not graph.exists():
+            logger.info('Exporting the embedding model to ONNX (once): %s', graph)
+            _export_graph(transformer, graph)
+        _write_atomically(tokenizer_path, model.tokenizer.backend_tokenizer.to_str())
+        encoder = cls(str(graph), str(tokenizer_path), settings)
+        difference = encoder.difference_from(model)
+        settings.update(agrees=difference <= _TOLERANCE, difference=difference)
+        _write_atomically(manifest, json.dumps(settings, indent=2))
+        if not settings['agrees']:
+            raise ValueError(f"its vectors differ from PyTorch's (max difference {difference:.1e})")
+        encoder.settings = settings
+        return encoder
+
+    def _tokenize(self, texts: list[str]) -> dict[str, np.ndarray]:
+        """Token ids, attention mask and type ids as sentence-transformers makes them (stripped texts, padded)."""
+        texts = [str(t).strip() for t in texts]
+        if self.settings.get('do_lower_case'):
+            texts = [t.lower() for t in texts]
+        encodings = self._tokenizer.encode_batch(texts)
+        return {'input_ids': np.array([e.ids for e in encodings], dtype=np.int64),
+                'attention_mask': np.array([e.attention_mask for e in encodings], dtype=np.int64),
+                'token_type_ids': np.array([e.type_ids for e in encodings], dtype=np.int64)}
+
+    def _pool(self, tokens: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        if self.settings['pooling'] == 'cls':
+            pooled = tokens[:, 0]
+        else:
+            weights = mask[:, :, None].astype(tokens.dtype)
+            pooled = (tokens * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        if self.settings.get('normalize', True):
+            pooled = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        return pooled
 
     def encode(self, texts: list[str], batch_size: int = 8) -> np.ndarray:
         """Return L2-normalised embeddings, one row per text (batches of similar length: little padding)."""
-        import torch
         order = np.argsort([-len(t) for t in texts], kind='stable')
-        out = np.empty((len(texts), self._pooling.get_sentence_embedding_dimension()), dtype=np.float32)
+        out = np.empty((len(texts), int(self.settings['dimension'])), dtype=np.float32)
         for start in range(0, len(texts), batch_size):
             batch = order[start:start + batch_size]
-            features = self._transformer.tokenize([texts[i] for i in batch])
-            feeds = {name: features[name].numpy() for name in self._inputs}
-            tokens = self._session.run(None, feeds)[0]
-            pooled = self._pooling({'token_embeddings': torch.from_numpy(tokens),
-                                    'attention_mask': features['attention_mask']})['sentence_embedding']
-            out[batch] = torch.nn.functional.normalize(pooled, p=2, dim=1).numpy()
+            features = self._tokenize([texts[i] for i in batch])
+            tokens = self._session.run(None, {name: features[name] for name in self._inputs})[0]
+            out[batch] = self._pool(tokens, features['attention_mask'])
         return out
 
-    def agrees_with(self, model: Any) -> Optional[float]:
-        """The max difference between this encoder's and PyTorch's vectors on probe texts (None if over 1e-4)."""
-        reference = model.encode(_PROBES, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
-        difference = float(np.abs(self.encode(_PROBES) - reference).max())
-        return difference if difference <= _TOLERANCE else None
+    def difference_from(self, model: Any, texts: Optional[list[str]] = None) -> float:
+        """The max absolute difference between this encoder's and PyTorch's vectors (on probe texts by default)."""
+        texts = texts or _PROBES
+        reference = model.encode(texts, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+        return float(np.abs(self.encode(texts) - reference).max())

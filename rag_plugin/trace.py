@@ -53,10 +53,14 @@ def format_record(record: dict) -> str:
              f"  question: {record.get('question')}"]
     if record.get('query') != record.get('question'):
         lines.append(f"  searched: {record.get('query')}")
-    guard = record.get('guard', {})
+    guard = record.get('guard') or {}
     lines.append(f"  retrieval: {len(record.get('retrieved', []))} chunk(s), best score {guard.get('best_score')}"
                  f" vs threshold {guard.get('threshold')} -> {'abstain' if guard.get('abstain') else 'answer'}"
                  f" ({guard.get('confidence')})")
+    if guard.get('reason'):
+        lines.append(f"  guard: {guard['reason']}")
+    if record.get('error'):
+        lines.append(f"  error: {record['error']}")
     for chunk in record.get('retrieved', []):
         lines.append(f"    {chunk.get('score'):>7}  {chunk.get('chunk_id')}  {chunk.get('source')} p.{chunk.get('page')}")
     generation = record.get('generation') or {}

@@ -1,6 +1,7 @@
 """python -m rag_plugin ingest / ask / stats / trace / --help on the default models."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -14,10 +15,20 @@ def cli(*args, timeout=300):
                           text=True, timeout=timeout)
 
 
-@pytest.mark.parametrize('command', ['ingest', 'ask', 'stats', 'trace', 'setup-nltk'])
+@pytest.mark.parametrize('command', ['ingest', 'ask', 'retrieve', 'answer', 'serve', 'stats', 'trace', 'eval',
+                                     'setup-nltk'])
 def test_every_command_has_help(command):
     result = cli(command, '--help')
     assert result.returncode == 0 and 'usage: python -m rag_plugin' in result.stdout
+    assert '``' not in result.stdout  # no reStructuredText quotes
+    if command not in ('eval', 'setup-nltk'):
+        assert '--store STORE' in result.stdout  # every command that reads a store takes --store
+
+
+def test_main_help_has_no_restructuredtext_quotes():
+    result = cli('--help')
+    assert result.returncode == 0 and '``' not in result.stdout
+    assert 'python -m rag_plugin ingest|ask' in ' '.join(result.stdout.split())
 
 
 def test_ask_json_names_the_right_file_and_page(corpus_store_dir, tmp_path):
@@ -34,7 +45,7 @@ def test_ask_json_names_the_right_file_and_page(corpus_store_dir, tmp_path):
     assert 0 < top['score'] <= 1 and top['chunk_id']
 
     plain = cli('ask', 'What is the API rate limit?', '--store', str(corpus_store_dir))
-    assert 'Sources:' in plain.stdout and '[1] integrations_and_api.pdf, page 2 (score' in plain.stdout
+    assert 'Sources (* cited):' in plain.stdout and '[1] integrations_and_api.pdf, page 2 (score' in plain.stdout
 
     shown = cli('trace', '--file', str(trace), '-n', '1')
     assert shown.returncode == 0 and 'question: What is the API rate limit?' in shown.stdout
@@ -56,3 +67,82 @@ def test_ingest_then_stats(tmp_path):
     assert '1 document(s), 1 chunk(s)' in stats.stdout and 'faq.md' in stats.stdout
     missing = cli('ingest', str(tmp_path / 'nope'), '--store', str(store))
     assert missing.returncode == 2 and 'No such file or folder' in missing.stderr
+
+
+def test_ask_numbers_sources_like_the_answer_markers(corpus_store_dir, tmp_path):
+    """[n] in the answer is source n in the printed list and in --json (n, cited), for every answer."""
+    for question in ('What is the API rate limit?', 'How many guests can a workspace have?'):
+        data = json.loads(cli('ask', question, '--store', str(corpus_store_dir), '--json',
+                              '--trace-file', str(tmp_path / 't.jsonl')).stdout)
+        markers = sorted({int(n) for n in re.findall(r'\[(\d+)\]', data['answer'])})
+        assert markers and sorted(data['cited']) == markers
+        assert [s['n'] for s in data['sources']] == list(range(1, len(data['sources']) + 1))
+        assert sorted(s['n'] for s in data['sources'] if s['cited']) == markers
+        plain = cli('ask', question, '--store', str(corpus_store_dir), '--trace-file', str(tmp_path / 't.jsonl'))
+        for s in data['sources']:
+            line = f"{'*' if s['cited'] else ' '}[{s['n']}] {s['source']}, page {s['page']} (score {s['score']:.2f})"
+            assert line in plain.stdout, (line, plain.stdout)
+    # the rate limit sentence is on page 2: the marker after it names page 2
+    data = json.loads(cli('ask', 'What is the API rate limit?', '--store', str(corpus_store_dir), '--json',
+                          '--trace-file', str(tmp_path / 't.jsonl')).stdout)
+    n = int(re.search(r'600 requests per minute[^[]*\[(\d+)\]', data['answer']).group(1))
+    assert (data['sources'][n - 1]['source'], data['sources'][n - 1]['page']) == ('integrations_and_api.pdf', 2)
+
+
+@pytest.mark.parametrize('question', ['', '   '])
+def test_empty_question_is_a_one_line_error(question, tmp_path):
+    result = cli('ask', question, '--store', str(tmp_path / 'store'))
+    assert result.returncode == 2 and result.stdout == ''
+    assert result.stderr.startswith('error: empty question') and result.stderr.count('\n') == 1, result.stderr
+
+
+def test_a_missing_store_is_an_error_not_an_empty_store(tmp_path):
+    store = tmp_path / 'mistyped'
+    expected = f'error: no store at {store}: run `python -m rag_plugin ingest DIR --store {store}` first\n'
+    for args in (['ask', 'What is the API rate limit?'], ['retrieve', 'rate limit'], ['answer', 'rate limit'],
+                 ['stats'], ['serve', '--port', '1']):
+        result = cli(*args, '--store', str(store))
+        assert (result.returncode, result.stderr) == (2, expected), (args, result.stderr)
+    assert not store.exists()  # nothing was created
+
+
+def test_demo_bots_and_cli_share_the_default_store():
+    """`make demo` ingests into the store `python -m rag_plugin ask` reads from the checkout (and traces there)."""
+    import ast
+    from rag_plugin.defaults import DEFAULT_STORE_DIR
+    for bot in ('rag_bot.py', 'telegram_rag_bot.py'):
+        tree = ast.parse((ROOT / 'bots' / bot).read_text())
+        [store] = [n.value for n in ast.walk(tree) if isinstance(n, ast.Assign) and n.targets[0].id == 'STORE'
+                   if isinstance(n.targets[0], ast.Name)]
+        assert ast.unparse(store) == f"os.environ.get('RAG_PLUGIN_STORE', str(ROOT / {DEFAULT_STORE_DIR!r}))"
+
+
+def test_ask_writes_the_default_trace_that_trace_shows_with_the_guard_reason(corpus_store_dir, tmp_path):
+    import shutil
+    store = tmp_path / 'store'
+    shutil.copytree(corpus_store_dir, store)
+    result = cli('ask', 'What does error NN-9999 mean in the kitchen?', '--store', str(store))
+    assert result.returncode == 0 and 'abstained' in result.stdout
+    assert (store / 'rag_trace.jsonl').is_file()  # kept in the store folder
+    shown = cli('trace', '--store', str(store), '-n', '10')
+    assert shown.returncode == 0, shown.stderr
+    assert 'question: What does error NN-9999 mean in the kitchen?' in shown.stdout
+    assert '-> abstain' in shown.stdout and 'guard: the documents never mention: ' in shown.stdout
+    empty = cli('trace', '--store', str(tmp_path / 'other'))
+    assert empty.returncode == 2 and empty.stderr.startswith('error: no trace file at ')
+
+
+def test_ask_path_imports_neither_bbf_nor_torch(corpus_store_dir, embeddings, tmp_path):
+    """The command line's RAG (a StandaloneBot, the extractive answerer, the cached ONNX graph) needs neither BBF
+    (NLTK, scikit-learn, SciPy) nor torch: they made every call 10 s longer."""
+    code = ('import sys, argparse; from rag_plugin.cli import _build_rag; '
+            f'rag = _build_rag(argparse.Namespace(store={str(corpus_store_dir)!r}, trace_file={str(tmp_path / "t")!r}, '
+            'k=4, threshold=None, model=None)); '
+            'result = rag.run(message="What is the API rate limit?"); assert "600 requests" in result.answer; '
+            'print(sorted(m for m in ("besser.bot.core.bot", "besser.bot.nlp.rag.rag", "torch", "nltk", "sklearn", '
+            '"sentence_transformers", "tensorflow") if m in sys.modules))')
+    env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'USE_TF': '0'}
+    result = subprocess.run([sys.executable, '-c', code], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == '[]'

@@ -3,6 +3,7 @@ intents and boosts (measured against the plain hybrid retriever), scope by sourc
 summaries with a fallback, and the retrieve / answer commands."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -233,3 +234,30 @@ def test_cli_retrieve_and_answer_json(corpus_store_dir):
     answer = json.loads(result.stdout)
     assert set(answer) == ANSWER_KEYS and 'storage quota' in answer['answer']
     assert answer['citations'][0]['source_id'] == 'troubleshooting.pdf'
+
+
+def test_items_are_shown_without_pdf_page_footers(make_rag):
+    """Chunks keep their stored text (same vectors); what retrieve shows has no "Page 2" footer line."""
+    from rag_plugin.ingest.loaders import without_page_footer
+    assert without_page_footer('Uploads have a limit.\nPage 2') == 'Uploads have a limit.'
+    assert without_page_footer('Body\n  Page 3 of 9 ') == 'Body'
+    assert without_page_footer('See Page 2 for details.\nMore text') == 'See Page 2 for details.\nMore text'
+    rag = make_rag()
+    package = rag.retrieve_context('What is the API rate limit?')
+    stored = {d.metadata['chunk_id']: d.page_content for d in rag.run_retrieval('What is the API rate limit?', k=8)}
+    assert any(re.search(r'\nPage \d+$', text) for text in stored.values())  # the store keeps the footers
+    for item in package['items']:
+        assert not re.search(r'\nPage \d+\s*$', item['content']), item['content'][-40:]
+
+
+def test_cli_synthesis_prints_summary_points_and_questions_once(make_rag, capsys):
+    """retrieve --synthesis: what the synthesis says (summary, critical points, follow-ups) is printed once."""
+    from rag_plugin.cli import _print_context
+    rag = make_rag()
+    for question in ('What is the API rate limit?', ''):
+        package = rag.context_plus_summary(question)
+        _print_context(package)
+        out = capsys.readouterr().out
+        assert out.count(package['summary']) == 1
+        for text in package['critical_points'] + package['follow_up_refs']['suggested_questions']:
+            assert out.count(text) == 1, text

@@ -19,19 +19,74 @@ def test_default_runs_on_onnx_with_pytorchs_vectors(embeddings):
     assert np.allclose(ours[1], embeddings.embed_query(TEXTS[1]), atol=1e-5)
 
 
-def test_graph_is_exported_once_into_the_cache(tmp_path, monkeypatch, embeddings):
+@pytest.fixture(scope='module')
+def torch_model():
+    return SentenceTransformerEmbeddings(backend='torch')._model
+
+
+def test_graph_is_exported_and_checked_once_then_trusted(tmp_path, monkeypatch, torch_model):
+    import json
+
     import rag_plugin.onnx_encoder as onnx_encoder
-    model = embeddings._model
-    first = onnx_encoder.OnnxEncoder(model, cache_dir=str(tmp_path))
+    first = onnx_encoder.OnnxEncoder.export(torch_model, cache_dir=str(tmp_path))
     assert first.path.exists() and first.path.parent == tmp_path / 'onnx'
-    assert first.agrees_with(model) is not None
+    manifest = json.loads(first.path.with_suffix('.json').read_text())
+    assert manifest['agrees'] is True and manifest['difference'] < 1e-4 and manifest['pooling'] == 'mean'
 
     def no_export(*args, **kwargs):
         raise AssertionError('exported again')
-    monkeypatch.setattr(onnx_encoder, '_export', no_export)
-    again = onnx_encoder.OnnxEncoder(model, cache_dir=str(tmp_path))
+    monkeypatch.setattr(onnx_encoder, '_export_graph', no_export)
+    again = onnx_encoder.OnnxEncoder.from_cache(torch_model[0].auto_model.config._name_or_path, str(tmp_path))
     assert again.path == first.path
     assert np.abs(again.encode(TEXTS) - first.encode(TEXTS)).max() == 0
+    assert onnx_encoder.OnnxEncoder.from_cache(str(tmp_path / 'no-model'), str(tmp_path)) is None
+
+
+def test_torch_free_path_gives_pytorchs_vectors_within_1e_5(tmp_path, torch_model):
+    """The cached graph, the model's tokenizer and numpy pooling: the vectors of PyTorch's sentence-transformers."""
+    import rag_plugin.onnx_encoder as onnx_encoder
+    onnx_encoder.OnnxEncoder.export(torch_model, cache_dir=str(tmp_path))
+    encoder = onnx_encoder.OnnxEncoder.from_cache(torch_model[0].auto_model.config._name_or_path, str(tmp_path))
+    texts = TEXTS + ['  Leading and trailing spaces  ', 'UPPER case and ünïcödé — “quotes”', 'word ' * 400,
+                     'Page 2', '日本語のテキスト', 'a\n\nb\tc']
+    ours = encoder.encode(texts, batch_size=3)
+    reference = torch_model.encode(texts, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+    assert np.abs(ours - reference).max() < 1e-5
+
+
+def test_a_cached_graph_embeds_without_importing_torch(tmp_path, torch_model):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import rag_plugin.onnx_encoder as onnx_encoder
+    onnx_encoder.OnnxEncoder.export(torch_model, cache_dir=str(tmp_path))
+    code = ('import sys, json; from rag_plugin.defaults import default_embeddings; e = default_embeddings(); '
+            'v = e.embed_query("hello"); print(json.dumps([e.backend, "torch" in sys.modules, '
+            '"sentence_transformers" in sys.modules, v]))')
+    env = {**os.environ, 'RAG_PLUGIN_CACHE': str(tmp_path), 'HF_HUB_OFFLINE': '1', 'USE_TF': '0'}
+    out = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True, timeout=300)
+    backend, torch_loaded, st_loaded, vector = json.loads(out.stdout.strip().splitlines()[-1])
+    assert (backend, torch_loaded, st_loaded) == ('onnx', False, False), out.stderr
+    reference = torch_model.encode(['hello'], normalize_embeddings=True, convert_to_numpy=True)[0]
+    assert np.abs(np.array(vector) - reference).max() < 1e-5
+
+
+def test_a_graph_that_disagrees_is_not_used_nor_exported_again(tmp_path, monkeypatch, torch_model):
+    import json
+
+    import rag_plugin.onnx_encoder as onnx_encoder
+    first = onnx_encoder.OnnxEncoder.export(torch_model, cache_dir=str(tmp_path))
+    manifest = first.path.with_suffix('.json')
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), 'agrees': False, 'difference': 0.3}))
+    monkeypatch.setattr(onnx_encoder, 'DEFAULT_CACHE_DIR', str(tmp_path))
+    monkeypatch.setattr(SentenceTransformerEmbeddings, '_cache', {})
+    with pytest.raises(ValueError, match='differ'):
+        onnx_encoder.OnnxEncoder.from_cache(torch_model[0].auto_model.config._name_or_path, str(tmp_path))
+    assert SentenceTransformerEmbeddings().backend == 'torch'  # auto: PyTorch, the bot keeps working
+    with pytest.raises(RuntimeError, match='ONNX backend is not available'):
+        SentenceTransformerEmbeddings(backend='onnx')
 
 
 def test_unknown_backend_and_failed_onnx_are_clear(monkeypatch):
@@ -40,7 +95,12 @@ def test_unknown_backend_and_failed_onnx_are_clear(monkeypatch):
     import rag_plugin.onnx_encoder as onnx_encoder
 
     class Broken:
-        def __init__(self, *args, **kwargs):
+        @classmethod
+        def from_cache(cls, *args, **kwargs):
+            return None
+
+        @classmethod
+        def export(cls, *args, **kwargs):
             raise ImportError('no onnxruntime here')
     monkeypatch.setattr(onnx_encoder, 'OnnxEncoder', Broken)
     monkeypatch.setattr(SentenceTransformerEmbeddings, '_cache', {})

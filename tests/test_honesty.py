@@ -42,8 +42,10 @@ def test_citations_to_missing_fragments_are_removed_and_cited_sources_come_first
     assert '[9]' not in result.answer and '[7]' not in result.answer and '[2]' in result.answer
     assert result.cited == [2]
     assert result.sources[0]['cited'] and result.sources[0]['chunk_id'] == result.docs[1].metadata['chunk_id']
-    keys = [(s['source'], s['page']) for s in result.sources]
-    assert len(keys) == len(set(keys))  # deduplicated by file and page
+    # one source per fragment, numbered like the markers: source n is fragment n
+    assert sorted(s['n'] for s in result.sources) == list(range(1, len(result.docs) + 1))
+    for s in result.sources:
+        assert s['chunk_id'] == result.docs[s['n'] - 1].metadata['chunk_id'] and s['cited'] == (s['n'] == 2)
     assert result.confidence in ('high', 'medium', 'low')
 
 
@@ -127,3 +129,14 @@ def test_generation_faults_through_the_websocket_bot(corpus_store):
             message = client.ask('What is the API rate limit?')['message']  # the next question works
             assert not message['degraded'] and message['llm_name'] == 'gpt-4o-mini'
             client.close()
+
+
+def test_readable_trace_shows_the_guard_reason_and_errors():
+    from rag_plugin.trace import format_record
+    record = {'question': 'q', 'query': 'q', 'outcome': 'abstained', 'retrieved': [],
+              'guard': {'best_score': 0.31, 'threshold': 0.25, 'abstain': True, 'confidence': 'low',
+                        'reason': 'the documents never mention: kitchen'}, 'latency_ms': {}, 'answer': 'no'}
+    text = format_record(record)
+    assert '-> abstain (low)\n  guard: the documents never mention: kitchen' in text
+    failed = format_record({**record, 'guard': None, 'outcome': 'error', 'error': 'retrieval failed: OSError: x'})
+    assert 'error: retrieval failed: OSError: x' in failed

@@ -38,6 +38,22 @@ def test_retrieve_and_answer_return_the_python_contract(client, rag):
     assert answer['citations'][0]['source_id'] == 'integrations_and_api.pdf'
 
 
+def test_answer_markers_are_citation_numbers_and_package_items(client, rag):
+    """[n] in an /answer is the citation with that n, and item n of /retrieve for the same question."""
+    import re
+    body = {'question': 'What is the API rate limit?', 'k': 4}
+    answer = client.post('/answer', json=body, headers={'X-API-Key': KEY}).json()
+    items = client.post('/retrieve', json=body, headers={'X-API-Key': KEY}).json()['items']
+    markers = {int(n) for n in re.findall(r'\[(\d+)\]', answer['answer'])}
+    assert markers
+    by_n = {c['n']: c for c in answer['citations']}
+    for n in markers:
+        assert by_n[n]['cited'] and by_n[n]['chunk_id'] == items[n - 1]['chunk_id']
+        assert (by_n[n]['source_id'], by_n[n].get('page')) == (items[n - 1]['source_id'], items[n - 1].get('page'))
+    fact = re.search(r'600 requests per minute[^[]*\[(\d+)\]', answer['answer'])
+    assert by_n[int(fact.group(1))].get('page') == 2
+
+
 def test_scope_intent_and_mode_in_the_body(client):
     body = {'question': '', 'intent': 'bootstrap', 'mode': 'documental', 'k': 5,
             'scope': {'sourceId': ['troubleshooting.pdf', 'sync_and_offline.pdf'], 'tags': []}}

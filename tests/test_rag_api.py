@@ -20,7 +20,12 @@ def test_signatures_match_bbf():
         bbf = params(getattr(BBFRAG, method))
         assert params(getattr(RAG, method), len(bbf)) == bbf, method
     assert params(RAGMessage.__init__, 5) == params(BBFRAGMessage.__init__)
-    assert issubclass(RAGMessage, BBFRAGMessage)
+    # BBF's attributes and to_dict() keys (all BBF's platforms use), without importing BBF outside a bot
+    from langchain_core.documents import Document
+    docs = [Document('text', metadata={'source': 'a.pdf', 'page': 1})]
+    ours, bbf = RAGMessage('llm', 'q', 'a', docs), BBFRAGMessage('llm', 'q', 'a', docs)
+    assert vars(bbf).items() <= vars(ours).items()
+    assert ours.to_dict().items() >= bbf.to_dict().items()
 
 
 def test_load_pdfs_counts_chunks_and_stores_one_based_pages(tmp_path, embeddings):

@@ -128,6 +128,31 @@ def long_answer() -> str:
     return '\n\n'.join(paragraphs)
 
 
+def assert_footnotes_name_their_fragments(text: str, content: dict) -> None:
+    """Every footnote ``[n][m] file, p. P`` names the file and page of fragments n and m, the numbers the answer's
+    markers use; every marker of the answer has a footnote."""
+    footnotes = re.findall(r'^((?:\[\d+\])+) (.+?)(?:, p\. (\d+))?$', text.split('Sources:')[-1], re.M)
+    assert footnotes, text
+    labelled = set()
+    for label, name, page in footnotes:
+        for n in map(int, re.findall(r'\d+', label)):
+            metadata = content['docs'][n - 1]['metadata']
+            assert (metadata['source'], str(metadata.get('page') or '')) == (name, page), (n, label, name, page)
+            labelled.add(n)
+    assert set(map(int, re.findall(r'\[(\d+)\]', content['answer']))) <= labelled
+
+
+def test_footnotes_use_the_answer_numbering_on_a_real_answer(make_rag):
+    """A real RAG answer whose fragments share pages: each footnote number is the fragment the marker names."""
+    from rag_plugin.channels.telegram import format_rag_message
+    for question in ('What is the API rate limit?', 'How many guests can a workspace have?'):
+        result = make_rag().run(message=question)
+        assert result.cited
+        for message in (result, result.to_dict()):
+            [text] = format_rag_message(message, None)
+            assert_footnotes_name_their_fragments(text, result.to_dict())
+
+
 # ---- format_rag_message (pure) ---------------------------------------------------------------------------------------
 def test_format_html_escapes_answer_and_names_and_numbers_footnotes_like_the_citations():
     from rag_plugin.channels.telegram import format_rag_message
@@ -323,6 +348,7 @@ def test_telegram_rag_bot_answers_with_fact_and_footnotes(telegram_server, corpu
     [rag_answer] = [m for m in saved if m.type == MessageType.RAG_ANSWER]  # saved in the history, BBF's way
     assert rag_answer.is_user is False and '30 days' in rag_answer.content['answer']
     assert rag_answer.content['sources'][0]['source'] == 'getting_started.pdf'
+    assert_footnotes_name_their_fragments(text, rag_answer.content)
     methods = [call.method for call in server.calls]  # PTB's start-up sequence reached the fake server
     assert methods.index('getMe') < methods.index('deleteWebhook') < methods.index('getUpdates')
 

@@ -25,7 +25,9 @@ from rag_plugin.channels.webchat_ui.client import ChatConnection
 CHROMIUM = os.environ.get('RAG_PLUGIN_CHROMIUM', '/usr/bin/chromium')
 CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
                  '--disable-background-networking', '--disable-component-update', '--disable-sync']
-SCREENSHOTS = [ROOT / 'artifacts' / 'webchat.png', ROOT / 'docs' / 'webchat.png']
+# The README's screenshot is written only on request (`make screenshot` sets this to docs/); tests write to tmp.
+SCREENSHOT_DIR = os.environ.get('RAG_PLUGIN_SCREENSHOTS')
+STREAMLIT_RED = 'rgb(255, 75, 75)'
 QUESTION = 'How long do deleted notes stay in the trash?'
 STREAMED_ANSWER = ('Deleted notes stay in the trash for 30 days [1]. After that they are deleted permanently, '
                    'so restore a note before then if you still need it [1].')
@@ -65,6 +67,21 @@ def test_sources_show_file_page_score_snippet_cited_first():
     assert 'rag-source rag-source-cited" data-source-number="2"' in html
     assert 'second fragment with lines' in html and ' …' in html and '\n' not in html
     assert '<details class="rag-more"><summary>1 more retrieved fragment</summary>' in html
+
+
+def test_sources_use_the_answer_numbering_on_a_real_answer(make_rag):
+    """Source n in the web chat is fragment n, the one the answer's [n] names, and its sources entry n."""
+    result = make_rag().run(message='What is the API rate limit?').to_dict()
+    html = render.sources_html(result)
+    markers = {int(n) for n in re.findall(r'\[(\d+)\]', result['answer'])}
+    assert markers and markers == set(render.cited_numbers(result))
+    blocks = re.findall(r'data-source-number="(\d+)"><div class="rag-source-head">(.*?)</div>', html)
+    assert {int(n) for n, _ in blocks} == set(range(1, len(result['docs']) + 1))
+    by_n = {s['n']: s for s in result['sources']}
+    for n, head in blocks:
+        doc, source = result['docs'][int(n) - 1]['metadata'], by_n[int(n)]
+        assert f'rag-source-file">{doc["source"]}<' in head and f'page {doc["page"]}<' in head
+        assert (source['source'], source['page'], source['cited']) == (doc['source'], doc['page'], int(n) in markers)
 
 
 def test_odd_documents_never_break_rendering():
@@ -141,7 +158,7 @@ def running_webchat(setup: Callable[[Any, Any], None], log_file: Path) -> Iterat
     from besser.bot.platforms import websocket
 
     from rag_plugin.channels.webchat import use_rag_webchat
-    bot = Bot('Nimbus Notes help')
+    bot = Bot('nimbus_notes_help')
     ws_port, ui_port = free_port(), free_port()
     bot.set_property(websocket.WEBSOCKET_HOST, '127.0.0.1')
     bot.set_property(websocket.WEBSOCKET_PORT, ws_port)
@@ -246,6 +263,12 @@ def test_web_chat_answers_with_sources_not_found_upload_and_streaming(browser, c
         page.set_default_timeout(TIMEOUT_MS)
         page.goto(url, wait_until='domcontentloaded')
         expect(page.get_by_text('Ask me about the Nimbus Notes guides')).to_be_visible()
+        expect(page).to_have_title('Nimbus notes help')  # a title for people, not the bot's internal name
+        page.get_by_test_id('stChatInputTextArea').blur()
+        colors = page.get_by_test_id('stChatInput').evaluate(
+            "e => [e, ...e.querySelectorAll('*')].map(n => getComputedStyle(n))"
+            ".flatMap(c => [c.borderTopColor, c.borderBottomColor, c.borderLeftColor, c.borderRightColor])")
+        assert STREAMLIT_RED not in colors, 'the input box looks like an error at rest'
 
         # An answer with visible citation markers and its sources: file, page, score, snippet
         ask(page, QUESTION)
@@ -258,9 +281,10 @@ def test_web_chat_answers_with_sources_not_found_upload_and_streaming(browser, c
         expect(cited.locator('.rag-source-score')).to_have_text(re.compile(r'score \d\.\d\d'))
         expect(cited.locator('.rag-snippet')).to_contain_text('30 days')
         expect(answer).to_contain_text('answered by extractive')
-        for path in SCREENSHOTS:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(path))
+        page.screenshot(path=str(tmp_path / 'webchat.png'))
+        if SCREENSHOT_DIR:
+            Path(SCREENSHOT_DIR).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(tmp_path / 'webchat.png', Path(SCREENSHOT_DIR) / 'webchat.png')
 
         # A question the documents don't answer: the "not found" style
         ask(page, 'Who won the 2018 FIFA World Cup?')
@@ -296,7 +320,7 @@ def test_web_chat_answers_with_sources_not_found_upload_and_streaming(browser, c
         assert len(seen) >= 2, records
         assert all(final_text.startswith(text) for text in seen), (seen, final_text)
         assert {count for _, count in records} == {bubbles(page).count()}, 'the partial bubble was not replaced'
-        page.screenshot(path=str(ROOT / 'artifacts' / 'webchat_end.png'), full_page=True)
+        page.screenshot(path=str(tmp_path / 'webchat_end.png'), full_page=True)
 
 
 def test_upload_payload_reaches_the_bot_and_is_ingested(corpus_store):
@@ -344,4 +368,48 @@ def test_use_rag_webchat_runs_our_app_with_bbf_arguments(tmp_path):
     assert command[1:4] == ['-m', 'rag_plugin.channels.webchat_ui.launch', 'run'] and '--server.headless' in command
     assert command[-4:] == [str(APP_PATH), 'a_bot', 'localhost', '8765']
     assert command[command.index('--server.port') + 1] == '5000'
+    assert command[command.index('--theme.primaryColor') + 1] == '#2563eb'  # no red input border at rest
+    assert platform.title == 'A bot' and use_rag_webchat(Bot('b'), title='Nimbus Notes guides').title == \
+        'Nimbus Notes guides'
     assert shutil.which(command[0]) and APP_PATH.is_file()
+
+
+def test_demo_bot_sends_one_message_per_abstention(corpus_store_dir, tmp_path, monkeypatch):
+    """bots/rag_bot.py, as shipped (without the UI): an out-of-scope question gets ONE reply, which asks to clarify."""
+    import runpy
+
+    from besser.bot.platforms import websocket
+    store = tmp_path / 'store'
+    shutil.copytree(corpus_store_dir, store)
+    monkeypatch.setenv('RAG_BOT_UI', '0')
+    monkeypatch.setenv('RAG_PLUGIN_STORE', str(store))
+    namespace = runpy.run_path(str(ROOT / 'bots' / 'rag_bot.py'), run_name='rag_bot')
+    assert namespace['report'].chunks_added == 0  # the copied store already holds data/pdfs
+    bot, port = namespace['bot'], free_port()
+    bot.set_property(websocket.WEBSOCKET_HOST, '127.0.0.1')
+    bot.set_property(websocket.WEBSOCKET_PORT, port)
+    bot.run(sleep=False)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(('127.0.0.1', port), timeout=1):
+                break
+            assert time.monotonic() < deadline, 'the demo bot did not start listening'
+            time.sleep(0.1)
+        client = BotClient(port)
+        try:
+            client.wait_for('bot_reply_str', timeout=30)  # the greeting
+            mark = len(client.received)
+            reply = client.ask('What is the boiling point of mercury in the kitchen?')
+            assert reply['message']['abstained'] is True
+            assert 'Could you name the feature' in reply['message']['answer']
+            time.sleep(3)  # the clarify state runs after the answer: it must send nothing more
+            assert len(client.received) - mark == 1, client.received[mark:]
+            followup = client.ask('How long do deleted notes stay in the trash?')
+            assert '30 days' in followup['message']['answer']
+        finally:
+            client.close()
+    finally:
+        stopper = threading.Thread(target=bot.stop, daemon=True)
+        stopper.start()
+        stopper.join(10)

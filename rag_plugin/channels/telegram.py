@@ -253,10 +253,11 @@ def _fragment_numbers(rag_message: Union['RAGMessage', Mapping]) -> dict[tuple, 
 
 
 def source_lines(rag_message: Union['RAGMessage', Mapping], only_cited: bool = False) -> list[str]:
-    """The plain-text footnotes of an answer, one per source, cited ones first: ``[1] file.pdf, p. 3``.
+    """The plain-text footnotes of an answer, one per file and page, cited ones first: ``[1] file.pdf, p. 3``.
 
-    A source is numbered like the fragments the answer cites from it (``[1][4]`` when it cites two), else like all
-    its fragments; without fragments to match, sources are numbered in order.
+    The numbers are the fragment numbers the answer's ``[n]`` markers use (each source's ``n``): a file and page
+    is labelled with the fragments the answer cites from it (``[1][4]`` when it cites two), else with all its
+    fragments. Sources without ``n`` (older dicts) are numbered like the fragments that come from them.
 
     Args:
         rag_message (RAGMessage | dict): the RAG answer (or its ``to_dict()``)
@@ -267,17 +268,22 @@ def source_lines(rag_message: Union['RAGMessage', Mapping], only_cited: bool = F
     """
     if _field(rag_message, 'abstained', False):
         return []
-    cited = set(_field(rag_message, 'cited') or [])
     fragments = _fragment_numbers(rag_message)
-    lines: list[str] = []
+    groups: dict[tuple, dict[str, list[int]]] = {}
     for position, source in enumerate(_field(rag_message, 'sources') or [], start=1):
         is_cited = bool(source.get('cited'))
         if only_cited and not is_cited:
             continue
-        name, page = source.get('source') or 'unknown', source.get('page')
-        numbers = fragments.get((name, page)) or [position]
-        if is_cited and cited & set(numbers):
-            numbers = [n for n in numbers if n in cited]
+        key = (source.get('source') or 'unknown', source.get('page'))
+        numbers = [source['n']] if isinstance(source.get('n'), int) else fragments.get(key) or [position]
+        group = groups.setdefault(key, {'cited': [], 'other': []})
+        for n in numbers:
+            if n not in group['cited'] and n not in group['other']:
+                group['cited' if is_cited else 'other'].append(n)
+    cited = set(_field(rag_message, 'cited') or [])
+    lines: list[str] = []
+    for (name, page), group in groups.items():
+        numbers = [n for n in group['cited'] if not cited or n in cited] or group['cited'] or group['other']
         label = ''.join(f'[{n}]' for n in numbers)
         where = f', p. {page}' if page not in (None, '') else ''
         lines.append(f'{label} {_short_name(name)}{where}')

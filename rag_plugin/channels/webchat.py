@@ -43,13 +43,23 @@ UPLOAD_TYPES = ('pdf', 'md', 'txt', 'docx')
 """tuple[str]: the file types the web chat's uploader accepts."""
 
 
+THEME_COLOR = '#2563eb'
+"""str: the web chat's accent colour (Streamlit's default red made the input box look like an error)."""
+
+
+def default_title(bot_name: str) -> str:
+    """A title for people from a bot's internal name: ``rag_bot`` -> ``Rag bot``."""
+    words = ' '.join(bot_name.replace('_', ' ').replace('-', ' ').split())
+    return words[:1].upper() + words[1:] if words else 'RAG chat'
+
+
 def streamlit_command(bot_name: str, websocket_host: str, websocket_port: int, ui_host: str, ui_port: int,
                       headless: bool = True, extra_args: Sequence[str] = ()) -> list[str]:
     """The command that runs the web chat: BBF's ``streamlit run`` arguments, with this interpreter's Streamlit
     (through :mod:`rag_plugin.channels.webchat_ui.launch`, which also stops it when the bot process ends).
 
     Args:
-        bot_name (str): shown as the page title
+        bot_name (str): the title shown on the page and its tab
         websocket_host (str): the bot's websocket host
         websocket_port (int): the bot's websocket port
         ui_host (str): the address the UI listens on
@@ -67,6 +77,7 @@ def streamlit_command(bot_name: str, websocket_host: str, websocket_port: int, u
         '--runner.fastReruns', 'false',
         '--client.toolbarMode', 'minimal',
         '--runner.magicEnabled', 'false',
+        '--theme.primaryColor', THEME_COLOR,
         *extra_args,
         str(APP_PATH),
         bot_name, str(websocket_host), str(websocket_port),
@@ -81,14 +92,17 @@ class RAGWebChatPlatform(WebSocketPlatform):
         headless (bool): do not open a browser when the UI starts
         ui_log (str | IO | None): where the UI's output goes (a file path or an open file); the terminal if None
         streamlit_args (Sequence[str]): more ``streamlit run`` options
+        title (str): the page's title (default: the bot's name made readable, ``rag_bot`` -> ``Rag bot``)
 
     Attributes:
         ui_process (subprocess.Popen | None): the running Streamlit process
+        title (str): the page's title
     """
 
     def __init__(self, bot: 'Bot', headless: bool = True, ui_log: Union[str, IO, None] = None,
-                 streamlit_args: Sequence[str] = ()):
+                 streamlit_args: Sequence[str] = (), title: Optional[str] = None):
         super().__init__(bot, use_ui=False)
+        self.title: str = title or default_title(bot.name)
         self.headless: bool = headless
         self.ui_log: Union[str, IO, None] = ui_log
         self.streamlit_args: tuple[str, ...] = tuple(streamlit_args)
@@ -114,7 +128,7 @@ class RAGWebChatPlatform(WebSocketPlatform):
         if self.ui_process is not None and self.ui_process.poll() is None:
             return self.ui_process
         command = streamlit_command(
-            self._bot.name,
+            self.title,
             self._bot.get_property(websocket.WEBSOCKET_HOST), self._bot.get_property(websocket.WEBSOCKET_PORT),
             self._bot.get_property(websocket.STREAMLIT_HOST), self._bot.get_property(websocket.STREAMLIT_PORT),
             self.headless, self.streamlit_args)
@@ -161,7 +175,7 @@ class RAGWebChatPlatform(WebSocketPlatform):
 
 
 def use_rag_webchat(bot: 'Bot', headless: bool = True, ui_log: Union[str, IO, None] = None,
-                    streamlit_args: Sequence[str] = ()) -> RAGWebChatPlatform:
+                    streamlit_args: Sequence[str] = (), title: Optional[str] = None) -> RAGWebChatPlatform:
     """Use the websocket platform on this bot, with the RAG web chat as its UI.
 
     Like ``bot.use_websocket_platform(use_ui=True)``, with this plugin's UI: it starts when the bot runs (on the
@@ -172,11 +186,12 @@ def use_rag_webchat(bot: 'Bot', headless: bool = True, ui_log: Union[str, IO, No
         headless (bool): do not open a browser when the UI starts (the address is logged)
         ui_log (str | IO | None): where the UI's output goes; the terminal if None
         streamlit_args (Sequence[str]): more ``streamlit run`` options
+        title (str): the page's title (default: the bot's name made readable)
 
     Returns:
         RAGWebChatPlatform: the websocket platform (a BBF ``WebSocketPlatform``: ``reply``, ``reply_rag``...)
     """
-    platform = RAGWebChatPlatform(bot, headless=headless, ui_log=ui_log, streamlit_args=streamlit_args)
+    platform = RAGWebChatPlatform(bot, headless=headless, ui_log=ui_log, streamlit_args=streamlit_args, title=title)
     bot._platforms.append(platform)  # what bot.use_websocket_platform does
     return platform
 

@@ -32,6 +32,7 @@ from rag_plugin.context.intents import (BOOTSTRAP_QUERIES, INTENT_KINDS, SubQuer
                                         specific_queries)
 from rag_plugin.context.ranking import Candidate, attach_cosines, chunk_key, fuse, panoramic, rerank
 from rag_plugin.context.scope import ResolvedScope, Scope, resolve_scope
+from rag_plugin.ingest.loaders import without_page_footer
 
 if TYPE_CHECKING:
     from rag_plugin.rag import RAG
@@ -420,7 +421,7 @@ class ContextEngine:
         m = candidate.doc.metadata
         item = {'chunk_id': m.get('chunk_id'), 'document_id': m.get('document_id'), 'source_id': candidate.source_id,
                 'title': m.get('title') or m.get('source') or candidate.source_id,
-                'content': candidate.doc.page_content, 'score': candidate.cosine}
+                'content': without_page_footer(candidate.doc.page_content), 'score': candidate.cosine}
         item.update({key: m[key] for key in ('page', 'section', 'line_start', 'line_end') if m.get(key) is not None})
         item.update(source=m.get('source'), rank_score=round(candidate.final, 6), found_by=candidate.found_by)
         tags = [t for t in str(m.get('tags') or '').split(',') if t]

@@ -12,7 +12,6 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
-from besser.bot.nlp.llm.llm import LLM
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
@@ -237,8 +236,11 @@ def _item_number(text: str) -> Optional[int]:
     return int(match.group(1)) if match else None
 
 
-class ExtractiveLLM(LLM):
+class ExtractiveLLM:
     """The offline default "LLM" of the RAG: an :class:`ExtractiveAnswerer` registered on the bot by name.
+
+    It registers itself and answers like a BBF ``LLM`` (``name``, ``parameters``, ``initialize``, ``predict``) without
+    subclassing it, so that a RAG outside a bot (the command line) never imports BBF.
 
     The RAG gives it the fragments directly (:meth:`answer`); :meth:`predict` also works on a prompt built by
     :class:`~rag_plugin.augment.PromptBuilder`.
@@ -256,12 +258,19 @@ class ExtractiveLLM(LLM):
 
     def __init__(self, bot: 'Bot', name: str = 'extractive', parameters: Optional[dict] = None,
                  embeddings: Optional[Embeddings] = None):
-        super().__init__(bot.nlp_engine, name, parameters or {})
+        self.name: str = name
+        self.parameters: dict = parameters or {}
+        bot.nlp_engine._llms[name] = self  # what BBF's LLM constructor does
         self.answerer: ExtractiveAnswerer = ExtractiveAnswerer(**(parameters or {}))
         self.embeddings: Optional[Embeddings] = embeddings
 
     def initialize(self) -> None:
         """Nothing to load."""
+
+    def set_parameters(self, parameters: dict) -> None:
+        """Set the answerer's ``max_sentences`` and ``relative_cutoff``."""
+        self.parameters = parameters
+        self.answerer = ExtractiveAnswerer(**(parameters or {}))
 
     def select(self, question: str, docs: list[Document], embeddings: Optional[Embeddings] = None,
                query: Optional[str] = None, synonyms: Optional[dict[str, str]] = None) -> Extraction:

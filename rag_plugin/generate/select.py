@@ -27,8 +27,8 @@ def default_llm(bot: 'Bot', model: Optional[str] = None, embeddings=None) -> 'LL
         model (str): the OpenAI model (env ``RAG_PLUGIN_OPENAI_MODEL``, default ``gpt-4o-mini``)
         embeddings (Embeddings): for the extractive answerer, to score sentences by meaning too
     """
-    from rag_plugin.generate.chat_model import openai_llm
-    from rag_plugin.generate.extractive import ExtractiveLLM
     if openai_configured(bot):
+        from rag_plugin.generate.chat_model import openai_llm  # imports BBF and the OpenAI client: only when used
         return openai_llm(bot, model or os.environ.get('RAG_PLUGIN_OPENAI_MODEL', 'gpt-4o-mini'))
+    from rag_plugin.generate.extractive import ExtractiveLLM
     return ExtractiveLLM(bot, 'extractive', embeddings=embeddings)

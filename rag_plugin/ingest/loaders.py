@@ -26,6 +26,18 @@ SUPPORTED_EXTENSIONS = PDF_EXTENSIONS | TEXT_EXTENSIONS | MARKDOWN_EXTENSIONS | 
 PYPDF_ARRAY_LIMIT = 10_000_000
 
 
+_PAGE_FOOTER = re.compile(r'\n[ \t]*(?:Page|p\.)[ \t]*\d+(?:[ \t]*(?:of|/)[ \t]*\d+)?[ \t]*$', re.I)
+
+
+def without_page_footer(text: str) -> str:
+    """A chunk's text without the page-number footer a PDF page ends with (``Page 2``, ``Page 2 of 9``).
+
+    Used where chunks are shown (context package items); stored chunks keep their text, so the vectors and the
+    retrieval of existing stores do not change.
+    """
+    return _PAGE_FOOTER.sub('', text).rstrip() if text else text
+
+
 class SkipFile(Exception):
     """A file that cannot be ingested; the message is the reason shown to the user."""
 

@@ -34,7 +34,7 @@ DISCONNECT_GRACE = 10.0  # seconds a closed browser tab keeps its bot session (a
 
 
 def script_args(argv: list) -> tuple[str, str, str]:
-    """The bot name, websocket host and port given after the script (BBF's UI defaults otherwise)."""
+    """The page title, websocket host and port given after the script (BBF's UI defaults otherwise)."""
     bot_name = argv[1] if len(argv) > 1 else 'RAG bot'
     host = argv[2] if len(argv) > 2 else 'localhost'
     port = argv[3] if len(argv) > 3 else '8765'
