@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from besser.bot.core.bot import Bot
     from besser.bot.core.session import Session
 
+
 @dataclass
 class _Sentence:
     text: str
