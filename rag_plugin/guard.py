@@ -31,7 +31,8 @@ from typing import Any, Callable, Iterable, Optional
 import numpy as np
 from langchain_core.documents import Document
 
-from rag_plugin.text import STOP_WORDS, WORD, fold, found, is_common_english, normalise, tokens, weight_share
+from rag_plugin.text import (STOP_WORDS, WORD, fold, found, is_common_english, language, normalise, tokens,
+                             weight_share)
 from rag_plugin.text.abbreviations import ABBREVIATIONS
 
 DEFAULT_RELEVANCE_THRESHOLD = 0.25
@@ -296,6 +297,9 @@ class RelevanceGuard:
         max_unknown (float): abstain when the words the documents never mention carry this share of the question's
             IDF weight or more (1.01 disables the check)
         word_similarity (float): words whose embeddings' cosine reaches this count as the same word
+        vocabulary_languages (tuple[str]): the vocabulary check applies to questions in these languages (``en``,
+            ``es``, ``ca``): the languages the embedding model judges word meaning in. The bundled all-MiniLM-L6-v2
+            is English; with a multilingual model, add ``es`` and ``ca``
         high_margin (float): the best score must exceed ``threshold`` by this much for ``high`` confidence
         medium_margin (float): ... and by this much for ``medium`` (else ``low``)
 
@@ -310,12 +314,13 @@ class RelevanceGuard:
     def __init__(self, threshold: float = DEFAULT_RELEVANCE_THRESHOLD, min_coverage: float = DEFAULT_MIN_COVERAGE,
                  high_margin: float = HIGH_MARGIN, medium_margin: float = MEDIUM_MARGIN,
                  max_unknown: float = DEFAULT_MAX_UNKNOWN, coverage_below: float = DEFAULT_COVERAGE_BELOW,
-                 word_similarity: float = DEFAULT_WORD_SIMILARITY):
+                 word_similarity: float = DEFAULT_WORD_SIMILARITY, vocabulary_languages: tuple = ('en',)):
         self.threshold: float = threshold
         self.min_coverage: float = min_coverage
         self.coverage_below: float = coverage_below
         self.max_unknown: float = max_unknown
         self.word_similarity: float = word_similarity
+        self.vocabulary_languages: tuple = tuple(vocabulary_languages)
         self.high_margin: float = high_margin
         self.medium_margin: float = medium_margin
 
@@ -345,7 +350,7 @@ class RelevanceGuard:
         share = weight_share(match.unknown, tokens_, signals.idf)
         details = dict(coverage=coverage, unknown=match.unknown, unknown_share=round(share, 4),
                        by_meaning=match.by_meaning)
-        if match.unknown and share >= self.max_unknown:
+        if match.unknown and share >= self.max_unknown and language(question) in self.vocabulary_languages:
             return GuardDecision(True, 'low', best, self.threshold,
                                  reason=f'the documents never mention: {", ".join(match.unknown)}', **details)
         if coverage < self.min_coverage and best < self.coverage_below:

@@ -14,10 +14,10 @@ import re
 import unicodedata
 from typing import Callable, Iterable
 
-from rag_plugin.text.stopwords import STOP_WORDS
+from rag_plugin.text.stopwords import CATALAN, ENGLISH, ENGLISH_INFORMAL, SPANISH, STOP_WORDS
 
 __all__ = ['WORD', 'STOP_WORDS', 'words', 'fold', 'normalise', 'tokens', 'split_sentences', 'idf', 'weight_share',
-           'found', 'is_common_english', 'cosine']
+           'found', 'is_common_english', 'cosine', 'language']
 
 WORD = re.compile(r"[^\W_](?:[\w+#.\-/]*[^\W_]|[\w.\-/]*[+#]+)?")
 """Pattern: a word, in any script: letters and digits, with inner ``. - _ /`` ("prior-authorization", "v2.1",
@@ -175,3 +175,19 @@ def cosine(a, b) -> float:
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     norm = float(np.linalg.norm(a) * np.linalg.norm(b))
     return float(a @ b / norm) if norm else 0.0
+
+
+_LANGUAGE_MARKERS = {
+    'en': (ENGLISH | ENGLISH_INFORMAL) - SPANISH - CATALAN,
+    'es': SPANISH - ENGLISH - CATALAN,
+    'ca': CATALAN - ENGLISH - SPANISH,
+}
+
+
+def language(text: str) -> str:
+    """The language of a short text, ``en``, ``es`` or ``ca``, by its function words ("¿cuántos libros puedo...",
+    "quant costa l'abonament"); English when none tells."""
+    folded = [fold(w) for w in WORD.findall(text)]
+    counts = {lang: sum(w in {fold(m) for m in markers} for w in folded) for lang, markers in _LANGUAGE_MARKERS.items()}
+    best = max(counts, key=lambda lang: (counts[lang], lang == 'en'))
+    return best if counts[best] else 'en'
