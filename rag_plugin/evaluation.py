@@ -282,6 +282,8 @@ def make_retriever(name: str, vector_store):
         return HybridRetriever(vector_store, Fusion('rrf')).retrieve
     if name == 'hybrid-convex':
         return HybridRetriever(vector_store, Fusion('convex', weight=0.7)).retrieve
+    if name == 'hybrid-adaptive':
+        return HybridRetriever(vector_store, Fusion('convex', weight=0.7, adaptive=True)).retrieve
     if name == 'hybrid-convex-mmr':
         return HybridRetriever(vector_store, Fusion('convex', weight=0.7), mmr=True).retrieve
     raise ValueError(f'unknown configuration {name!r}; known: {", ".join(DEFAULT_CONFIGS)}')

@@ -22,7 +22,7 @@ import numpy as np
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
-from rag_plugin.text import found, tokens
+from rag_plugin.text import found, tokens, weight_share
 
 logger = logging.getLogger(__name__)
 
@@ -274,11 +274,15 @@ class Fusion:
         rrf_k (int): the RRF constant (rank offset)
         weight (float): for ``convex``, the weight of the dense score (1 - weight for BM25)
         lexical_weight (float): for ``rrf``, the weight of the BM25 ranking relative to the dense one
+        adaptive (bool): for ``convex``, scale the BM25 weight by the share of the query's words (IDF-weighted) that
+            the documents use: a question in the documents' own words leans on BM25 as before, one in other words
+            ("whats the recycle bin keep time") on the embeddings
     """
     method: str = 'convex'
     rrf_k: int = 60
     weight: float = 0.7
     lexical_weight: float = 1.0
+    adaptive: bool = False
 
 
 class HybridRetriever:
@@ -345,7 +349,7 @@ class HybridRetriever:
         n = min(max(self.depth, k), total)
         query_vector = self.vector_store.embeddings.embed_query(query)
         dense = self._dense(query_vector, n, filter)
-        fused = self._fuse(dense, self.lexical.search(query, n, filter, refresh=False))
+        fused = self._fuse(dense, self.lexical.search(query, n, filter, refresh=False), query)
         ranked = sorted(fused, key=lambda cid: -fused[cid])
         keep = ranked[:max(2 * k, k + 4)] if self.mmr else ranked[:k]
         # Chunks only BM25 found: read their embeddings so their score is on the same cosine scale.
@@ -386,7 +390,7 @@ class HybridRetriever:
                 out[cid] = one['embeddings'][0]
         return out
 
-    def _fuse(self, dense: dict[str, tuple], lexical: list[tuple[Document, float]]) -> dict[str, float]:
+    def _fuse(self, dense: dict[str, tuple], lexical: list[tuple[Document, float]], query: str = '') -> dict[str, float]:
         dense_order = sorted(dense, key=lambda cid: -dense[cid][1])
         lexical_order = [doc.metadata.get('chunk_id') for doc, _ in lexical if doc.metadata.get('chunk_id')]
         fused: dict[str, float] = {}
@@ -400,9 +404,13 @@ class HybridRetriever:
             raise ValueError(f'unknown fusion method {self.fusion.method!r} (rrf or convex)')
         top_bm25 = max((s for _, s in lexical), default=0.0) or 1.0
         bm25 = {doc.metadata.get('chunk_id'): s / top_bm25 for doc, s in lexical}
+        lexical_weight = 1 - self.fusion.weight
+        if self.fusion.adaptive and query:
+            terms = list(dict.fromkeys(tokens(query)))
+            lexical_weight *= weight_share([t for t in terms if self.lexical.knows(t)], terms, self.lexical.idf)
         for cid in set(dense) | set(bm25):
             cosine = dense[cid][1] if cid in dense else 0.0
-            fused[cid] = self.fusion.weight * cosine + (1 - self.fusion.weight) * bm25.get(cid, 0.0)
+            fused[cid] = self.fusion.weight * cosine + lexical_weight * bm25.get(cid, 0.0)
         return fused
 
 
