@@ -35,7 +35,7 @@ from rag_plugin.text import (STOP_WORDS, WORD, fold, found, is_common_english, l
                              weight_share)
 from rag_plugin.text.abbreviations import ABBREVIATIONS
 
-DEFAULT_RELEVANCE_THRESHOLD = 0.25
+DEFAULT_RELEVANCE_THRESHOLD = 0.2
 """float: default similarity threshold for all-MiniLM-L6-v2 cosine scores (measured; README, "The guard")."""
 
 DEFAULT_MIN_COVERAGE = 0.5
