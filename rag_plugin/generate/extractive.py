@@ -50,7 +50,7 @@ question's own words: a follow-up is answered from sentences about the new quest
 NUMBER_BONUS = 0.05
 """float: a question asking for a quantity ("how long", "how much", "limit") favours sentences with a number."""
 
-DEFAULT_MIN_SUPPORT = 0.25
+DEFAULT_MIN_SUPPORT = 0.22
 """float: the answerer abstains when no sentence supports the question at least this much (measured)."""
 
 
