@@ -264,7 +264,7 @@ def format_table(results: list[ConfigResult], ks: tuple[int, ...]) -> str:
 
 
 # ---- the harness: stores, configurations, baseline, plot ---------------------------------------------------------
-DEFAULT_CONFIGS = ('dense', 'hybrid-rrf', 'hybrid-convex', 'hybrid-convex-mmr')
+DEFAULT_CONFIGS = ('dense', 'hybrid-rrf', 'hybrid-convex-fixed', 'hybrid-convex', 'hybrid-convex-mmr')
 """tuple[str]: the retriever configurations evaluated by default (see :func:`make_retriever`)."""
 
 
@@ -272,7 +272,8 @@ def make_retriever(name: str, vector_store):
     """Return the retrieval function of a named configuration over a store.
 
     ``dense``: cosine similarity only. ``hybrid-rrf``: dense + BM25 by reciprocal rank fusion.
-    ``hybrid-convex``: dense + BM25 by a weighted sum (0.7 dense), the RAG's default.
+    ``hybrid-convex``: dense + BM25 by a weighted sum (0.7 dense; BM25's 0.3 scaled by the share of the query's
+    words the documents use), the RAG's default. ``hybrid-convex-fixed``: the same with BM25 always at 0.3.
     ``hybrid-convex-mmr``: hybrid-convex with MMR diversity.
     """
     from rag_plugin.retrieve import DenseRetriever, Fusion, HybridRetriever
@@ -282,8 +283,8 @@ def make_retriever(name: str, vector_store):
         return HybridRetriever(vector_store, Fusion('rrf')).retrieve
     if name == 'hybrid-convex':
         return HybridRetriever(vector_store, Fusion('convex', weight=0.7)).retrieve
-    if name == 'hybrid-adaptive':
-        return HybridRetriever(vector_store, Fusion('convex', weight=0.7, adaptive=True)).retrieve
+    if name == 'hybrid-convex-fixed':
+        return HybridRetriever(vector_store, Fusion('convex', weight=0.7, adaptive=False)).retrieve
     if name == 'hybrid-convex-mmr':
         return HybridRetriever(vector_store, Fusion('convex', weight=0.7), mmr=True).retrieve
     raise ValueError(f'unknown configuration {name!r}; known: {", ".join(DEFAULT_CONFIGS)}')
@@ -596,7 +597,6 @@ def run_answer_evaluation(pdfs: str, qa_files: list[str], configs: tuple[str, ..
     """
     from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter
     from rag_plugin.defaults import default_embeddings
-    from rag_plugin.retrieve import DenseRetriever, Fusion, HybridRetriever
     items = [item for path in qa_files for item in load_qa(path)]
     store, _ = ours_store(Path(pdfs), Path(cache_dir), default_embeddings(), progress)
     results = []
@@ -605,12 +605,7 @@ def run_answer_evaluation(pdfs: str, qa_files: list[str], configs: tuple[str, ..
         ExtractiveLLM(bot)
         rag = RAG(bot, store, default_splitter(), 'extractive')
         if name != 'hybrid-convex':
-            retriever = {'dense': lambda: DenseRetriever(store),
-                         'hybrid-rrf': lambda: HybridRetriever(store, Fusion('rrf')),
-                         'hybrid-convex-mmr': lambda: HybridRetriever(store, Fusion('convex'), mmr=True)}.get(name)
-            if retriever is None:
-                raise ValueError(f'unknown configuration {name!r}; known: {", ".join(DEFAULT_CONFIGS)}')
-            rag.retriever = retriever()
+            rag.retriever = make_retriever(name, store).__self__
         rag.run(message='warm-up')
         rows: list = []
         results.append(evaluate_answers(name, rag, items, rows))
