@@ -12,7 +12,8 @@ from langchain_text_splitters import TextSplitter
 
 from rag_plugin.augment import DEFAULT_LLM_PROMPT, PromptBuilder
 from rag_plugin.citations import list_sources, resolve_citations
-from rag_plugin.generate.resilient import Generation, ResilientGenerator
+from rag_plugin.generate.resilient import (DEFAULT_BREAKER_COOL_DOWN, DEFAULT_BREAKER_FAILURES, DEFAULT_DEADLINE,
+                                           Generation, ResilientGenerator)
 from rag_plugin.guard import (DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE, DEFAULT_NOT_FOUND_ANSWER,
                               DEFAULT_RELEVANCE_THRESHOLD, GuardDecision, RelevanceGuard)
 from rag_plugin.history import ConversationHistory
@@ -67,8 +68,13 @@ class RAG:
         max_unknown (float): abstain when words the documents never use carry this share of the question's weight
             (1.01 disables; see :mod:`rag_plugin.guard`)
         not_found_answer (str): the answer when nothing relevant is found
-        llm_timeout (float): seconds per LLM attempt
+        llm_timeout (float): seconds per LLM attempt (None: no limit but the deadline)
         llm_max_attempts (int): attempts on transient LLM errors (timeouts, 429, 5xx, connection errors)
+        answer_deadline (float): seconds one question may spend on the LLM: the follow-up rewrite, every attempt and
+            the backoff between them; then the answer is extracted from the fragments (None: no deadline)
+        breaker_failures (int): consecutive failed LLM calls after which the LLM is skipped (0: no circuit breaker)
+        breaker_cool_down (float): seconds the LLM is skipped (answers are extracted at once) before one question
+            probes it again
         trace_file (str): append one JSON line per run to this file (default: env ``RAG_PLUGIN_TRACE``, else off)
         ledger_path (str): the ingestion ledger (default: next to a persisted Chroma store, else in memory)
         rewrite_queries (bool): rewrite follow-up questions into standalone search queries when there is history
@@ -110,6 +116,9 @@ class RAG:
             not_found_answer: str = DEFAULT_NOT_FOUND_ANSWER,
             llm_timeout: Optional[float] = 30.0,
             llm_max_attempts: int = 3,
+            answer_deadline: Optional[float] = DEFAULT_DEADLINE,
+            breaker_failures: int = DEFAULT_BREAKER_FAILURES,
+            breaker_cool_down: float = DEFAULT_BREAKER_COOL_DOWN,
             trace_file: Optional[str] = None,
             ledger_path: Optional[str] = None,
             rewrite_queries: bool = True,
@@ -132,7 +141,9 @@ class RAG:
         self.retriever = default_retriever(vector_store)
         self.guard = RelevanceGuard(relevance_threshold, min_coverage, max_unknown=max_unknown)
         self.prompt_builder = PromptBuilder(self.llm_prompt)
-        self.generator = ResilientGenerator(timeout=llm_timeout, max_attempts=llm_max_attempts)
+        self.generator = ResilientGenerator(timeout=llm_timeout, max_attempts=llm_max_attempts,
+                                            deadline=answer_deadline, breaker_failures=breaker_failures,
+                                            breaker_cool_down=breaker_cool_down)
         self.ingestor = Ingestor(vector_store, splitter, ledger_for(vector_store, ledger_path))
         if hasattr(self.retriever, 'lexical'):
             self.ingestor.on_change.append(self.retriever.lexical.invalidate)
@@ -293,7 +304,8 @@ class RAG:
         history = self.history.get(session, n_history, question)
         timings['history'] = time.perf_counter() - started
         mark = time.perf_counter()
-        query = self.rewriter.rewrite(llm, question, history)
+        deadline = self.generator.start()  # the rewrite and the generation share it
+        query = self.rewriter.rewrite(llm, question, history, deadline, self.generator.breaker(llm_name))
         timings['rewrite'] = time.perf_counter() - mark
         try:
             mark = time.perf_counter()
@@ -318,7 +330,7 @@ class RAG:
             mark = time.perf_counter()
             prompt = self.create_prompt(history, retrieved, question, llm_prompt)
             generation = self.generator.generate(llm, prompt, query, retrieved,
-                                                 getattr(self.vector_store, 'embeddings', None), on_partial)
+                                                 getattr(self.vector_store, 'embeddings', None), on_partial, deadline)
             timings['generate'] = time.perf_counter() - mark
             answer, cited = resolve_citations(generation.answer, retrieved)
             result = RAGMessage(generation.llm_name, question, answer, retrieved,
