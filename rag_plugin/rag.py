@@ -19,6 +19,7 @@ from rag_plugin.guard import (DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE, DEFAULT
 from rag_plugin.history import ConversationHistory
 from rag_plugin.ingest import IngestReport, Ingestor, ledger_for
 from rag_plugin.ingest.loaders import PDF_EXTENSIONS
+from rag_plugin.inputs import DEFAULT_MAX_QUESTION_CHARS, check_filter, check_question, cut_question
 from rag_plugin.message import RAGMessage
 from rag_plugin.retrieve import default_retriever
 from rag_plugin.rewrite import QueryRewriter
@@ -79,6 +80,8 @@ class RAG:
         ledger_path (str): the ingestion ledger (default: next to a persisted Chroma store, else in memory)
         rewrite_queries (bool): rewrite follow-up questions into standalone search queries when there is history
         max_history_turns (int): turns kept per session by the in-memory history
+        max_question_chars (int): longer questions are cut to this many characters (retrieval, prompt and trace),
+            with a note in the trace (0 disables)
 
     Attributes:
         vector_store (VectorStore): the vector store
@@ -95,6 +98,7 @@ class RAG:
         history (ConversationHistory): per-session turns when there is no monitoring DB
         rewriter (QueryRewriter): turns follow-ups into standalone queries
         not_found_answer (str): the answer when nothing relevant is found
+        max_question_chars (int): longer questions are cut to this many characters
         tracer (TraceWriter | None): the per-call trace, when on
     """
 
@@ -123,6 +127,7 @@ class RAG:
             ledger_path: Optional[str] = None,
             rewrite_queries: bool = True,
             max_history_turns: int = 20,
+            max_question_chars: int = DEFAULT_MAX_QUESTION_CHARS,
     ):
         if bot is None or not hasattr(bot, 'nlp_engine'):
             raise ValueError('RAG needs the bot it belongs to (or rag_plugin.standalone.StandaloneBot() outside a bot)')
@@ -138,6 +143,7 @@ class RAG:
         self.k: int = k
         self.num_previous_messages: int = num_previous_messages
         self.not_found_answer: str = not_found_answer
+        self.max_question_chars: int = max_question_chars
         self.retriever = default_retriever(vector_store)
         self.guard = RelevanceGuard(relevance_threshold, min_coverage, max_unknown=max_unknown)
         self.prompt_builder = PromptBuilder(self.llm_prompt)
@@ -272,6 +278,8 @@ class RAG:
             on_partial: Optional[Callable[[str], None]] = None,
     ) -> RAGMessage:
         """Run the RAG engine. LLM and store failures never raise: the answer degrades and the failure is logged.
+        A caller's mistake raises (a question that is not text, an unsupported filter operator, an unknown LLM, a bad
+        ``k``). The question is cleaned of invalid Unicode and cut to :attr:`max_question_chars`.
 
         Args:
             session (Session): the user's session (for history); mandatory if ``message`` is None
@@ -288,16 +296,25 @@ class RAG:
 
         Returns:
             RAGMessage: the answer, its fragments and sources, confidence, and whether it abstained or degraded
+
+        Raises:
+            TypeError: when the question is not a string or the filter not a dict
+            ValueError: when there is no question, on an unsupported filter operator, an unknown LLM or a bad ``k``
         """
+        message = check_question(message)
         if not message and session is None:
             raise ValueError('RAG run: provide a message, or a session whose last message is the question')
         llm_name = llm_name or self.llm_name
         llm = self._check_llm(llm_name)
         k = self.k if k is None else k
         self._check_k(k)
-        question = message or session.message
+        question = message or check_question(session.message)
+        if question is None:
+            raise ValueError('RAG run: the session has no message to answer')
+        question, note = cut_question(question, self.max_question_chars)
         if filter is None and session is not None and hasattr(session, 'get'):
             filter = session.get(SCOPE_KEY)
+        check_filter(filter)
         n_history = self.num_previous_messages if num_previous_messages is None else num_previous_messages
         timings: dict[str, float] = {}
         started = time.perf_counter()
@@ -315,7 +332,7 @@ class RAG:
             logger.error('[RAG] Retrieval failed: %s: %s', type(e).__name__, e)
             result = RAGMessage(llm_name, question, STORE_UNAVAILABLE_ANSWER, [], abstained=True, degraded=True,
                                 query=query)
-            self._trace(session, result, [], None, None, timings, f'retrieval failed: {type(e).__name__}: {e}')
+            self._trace(session, result, [], None, None, timings, f'retrieval failed: {type(e).__name__}: {e}', note)
             self._remember(session, result)
             return result
         lexical = getattr(self.retriever, 'lexical', None)
@@ -339,7 +356,7 @@ class RAG:
         timings['total'] = time.perf_counter() - started
         self.history.record(session, question, result.to_dict())
         self._remember(session, result)
-        self._trace(session, result, retrieved, decision, generation, timings)
+        self._trace(session, result, retrieved, decision, generation, timings, note=note)
         return result
 
     @staticmethod
@@ -383,7 +400,7 @@ class RAG:
     # ---- trace ------------------------------------------------------------------------------------------------------
     def _trace(self, session: Optional['Session'], result: RAGMessage, retrieved: list[Document],
                decision: Optional[GuardDecision], generation: Optional[Generation], timings: dict[str, float],
-               error: Optional[str] = None) -> None:
+               error: Optional[str] = None, note: Optional[str] = None) -> None:
         if self.tracer is None:
             return
         if error:
@@ -395,7 +412,7 @@ class RAG:
         record = {
             'time': datetime.now(timezone.utc).isoformat(timespec='milliseconds'),
             'session_id': getattr(session, 'id', None), 'question': result.question, 'query': result.query,
-            'outcome': outcome, 'llm_name': result.llm_name, 'error': error,
+            'outcome': outcome, 'llm_name': result.llm_name, 'error': error, 'note': note,
             'retrieved': [{'chunk_id': d.metadata.get('chunk_id'), 'score': d.metadata.get('score'),
                            'source': d.metadata.get('source'), 'page': d.metadata.get('page')} for d in retrieved],
             'guard': vars(decision) if decision else None,
@@ -406,5 +423,5 @@ class RAG:
         }
         try:
             self.tracer.write(record)
-        except OSError as e:
+        except (OSError, ValueError) as e:  # a full disk or text no encoder takes must not cost the reply
             logger.warning('[RAG] Could not write the trace to %s: %s', self.tracer.path, e)
