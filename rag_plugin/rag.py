@@ -63,7 +63,8 @@ class RAG:
         llm_prompt (str): the instructions for the LLM; :any:`DEFAULT_LLM_PROMPT` if none is provided
         k (int): number of chunks to retrieve
         num_previous_messages (int): number of previous messages of the conversation added to the prompt; from the
-            bot's monitoring DB when connected, else from the RAG's own per-session memory
+            RAG's own per-session memory, or from the bot's monitoring DB for a session the memory does not know yet
+            (see :mod:`rag_plugin.history`)
         relevance_threshold (float): minimum score of the best chunk to answer at all (see :mod:`rag_plugin.guard`)
         min_coverage (float): minimum share of the question's key words found in the retrieved chunks (0 disables)
         max_unknown (float): abstain when words the documents never use carry this share of the question's weight
@@ -95,7 +96,7 @@ class RAG:
         prompt_builder (PromptBuilder): builds the prompt
         generator (ResilientGenerator): calls the LLM robustly
         ingestor (Ingestor): writes documents to the store
-        history (ConversationHistory): per-session turns when there is no monitoring DB
+        history (ConversationHistory): per-session turns (memory first, the monitoring DB for unknown sessions)
         rewriter (QueryRewriter): turns follow-ups into standalone queries
         not_found_answer (str): the answer when nothing relevant is found
         max_question_chars (int): longer questions are cut to this many characters
