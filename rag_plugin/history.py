@@ -45,6 +45,28 @@ def _monitoring_db(session: 'Session') -> Any:
     return None
 
 
+def heal_monitoring_connection(db: Any) -> bool:
+    """Let BBF's monitoring-DB connection reconnect after it dropped.
+
+    BBF 1.5 keeps one connection for the bot's life; once the database drops it, every later use raises
+    ``PendingRollbackError`` (the failed transaction is never rolled back), so every insert fails and new sessions are
+    refused until a restart. Rolling back an invalidated connection makes its next use reconnect (SQLAlchemy 2).
+
+    Returns:
+        bool: True when the connection was invalidated and is now rolled back
+    """
+    conn = getattr(db, 'conn', None)
+    if conn is None or not getattr(conn, 'invalidated', False):
+        return False
+    try:
+        conn.rollback()
+    except Exception as e:  # noqa: BLE001 - another thread may have done it; the next turn tries again
+        logger.debug('[RAG] Could not roll back the monitoring DB connection: %s', e)
+        return False
+    logger.warning('[RAG] The monitoring DB connection had dropped; rolled back so that BBF reconnects')
+    return True
+
+
 class ConversationHistory:
     """Recent turns of each session.
 
@@ -66,9 +88,13 @@ class ConversationHistory:
         self._logged: set[str] = set()
 
     def record(self, session: Optional['Session'], question: str, answer_dict: dict) -> None:
-        """Remember a turn of the session (in memory, whether or not the bot has a monitoring DB)."""
+        """Remember a turn of the session (in memory, whether or not the bot has a monitoring DB), and let BBF's
+        monitoring-DB connection reconnect if it dropped (:func:`heal_monitoring_connection`)."""
         if session is None:
             return
+        db = _monitoring_db(session)
+        if db is not None:
+            heal_monitoring_connection(db)
         now = datetime.now()
         with self._lock:
             messages = self._memory(session)

@@ -113,6 +113,7 @@ def test_a_killed_db_connection_costs_no_reply(corpus_store, pg_database):
         alice.ask(WEBHOOK)
         alice.ask(CACHE)
         time.sleep(0.5)  # let BBF's threads write
+        before = chat_rows(admin, name)
         assert kill_connections(admin, name) >= 1
         assert_follow_up_of(alice.ask(FOLLOW_UP)['message'], CACHE)
         alice.ask(WEBHOOK)
@@ -124,7 +125,17 @@ def test_a_killed_db_connection_costs_no_reply(corpus_store, pg_database):
         kill_connections(admin, name)
         history = rags[0].history.get(Session(known.id, bot, known.platform), 10)
         assert [m.content for m in history if m.is_user][:2] == [WEBHOOK, CACHE]
+        # BBF's own connection, dropped, refused new sessions until a restart; the RAG's turns let it reconnect
+        bob = BotClient(port)
+        assert bob.wait_for('bot_reply_str', timeout=30)['message'] == 'Hi!'
+        bob.ask(CACHE)
+        assert_follow_up_of(bob.ask(FOLLOW_UP)['message'], CACHE)
+        deadline = time.monotonic() + 20
+        while chat_rows(admin, name) == before and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert chat_rows(admin, name) > before  # BBF writes again
         alice.close()
+        bob.close()
 
 
 def test_a_monitoring_db_down_from_the_start(corpus_store):
