@@ -57,7 +57,8 @@ class ScopeBody(BaseModel):
 class ContextBody(BaseModel):
     """A context request."""
     model_config = ConfigDict(extra='forbid')
-    question: str = Field('', max_length=DEFAULT_MAX_QUESTION_CHARS, description="the question; '' asks for a bootstrap")
+    question: str = Field('', max_length=DEFAULT_MAX_QUESTION_CHARS,
+                          description="the question; '' asks for a bootstrap")
     intent: Literal['auto', 'bootstrap', 'specific'] = 'auto'
     mode: Literal['auto', 'documental', 'codigo'] = 'auto'
     scope: Optional[ScopeBody] = None
@@ -119,12 +120,12 @@ def _options(body: ContextBody) -> dict:
     return {'question': body.question, 'intent': body.intent, 'mode': body.mode, 'scope': scope, 'k': body.k}
 
 
-def check_parts(rag: 'RAG') -> dict[str, str]:
-    """Probe the parts a reply needs: ``store`` (count the chunks), ``embeddings`` (embed a word) and ``llm`` (the
-    circuit breaker's view; the LLM itself is not called). Each is ``'ok'`` or says what is wrong.
+def check_parts(rag: 'RAG') -> dict[str, Any]:
+    """Probe the parts a reply needs: ``store`` (count the chunks), ``embeddings`` (embed a word: with a remote
+    embedding model, one small request) and ``llm`` (its circuit breaker's view; the LLM itself is not called).
 
     Returns:
-        dict[str, str]: part -> ``'ok'`` or the problem; ``chunks`` is added when the store could count them
+        dict[str, Any]: part -> ``'ok'`` or what is wrong; ``chunks`` (int) when the store could count them
     """
     parts: dict[str, Any] = {}
     collection = getattr(rag.vector_store, '_collection', None)
@@ -179,9 +180,9 @@ def create_app(rag: 'RAG', api_key: Optional[str] = None, max_body_bytes: int = 
                 raise HTTPException(status_code=422, detail=str(e)) from e
             logger.error('[RAG] %s failed: %s: %s (down: %s)', method.__name__, type(e).__name__, e,
                          ', '.join(down) or 'nothing found down')
-            detail = ({name: parts[name] for name in down} if down else {'error': f'{type(e).__name__}: {e}'})
-            raise HTTPException(status_code=503, detail={'message': 'the service cannot answer right now; '
-                                                                    'please try again later', 'down': detail}) from e
+            raise HTTPException(status_code=503, detail={
+                'message': 'the service cannot answer right now; please try again later',
+                'down': {name: parts[name] for name in down}, 'error': f'{type(e).__name__}: {e}'}) from e
 
     @app.get('/health')
     def health() -> JSONResponse:
