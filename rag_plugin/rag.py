@@ -12,14 +12,16 @@ from langchain_text_splitters import TextSplitter
 
 from rag_plugin.augment import DEFAULT_LLM_PROMPT, PromptBuilder
 from rag_plugin.citations import list_sources, resolve_citations
-from rag_plugin.generate.resilient import Generation, ResilientGenerator
 from rag_plugin.generate.extractive import is_extractive
+from rag_plugin.generate.resilient import (DEFAULT_BREAKER_COOL_DOWN, DEFAULT_BREAKER_FAILURES, DEFAULT_DEADLINE,
+                                           Generation, ResilientGenerator)
 from rag_plugin.guard import (DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE, DEFAULT_NOT_FOUND_ANSWER,
                               DEFAULT_RELEVANCE_THRESHOLD, CorpusSignals, GuardDecision, RelevanceGuard,
                               WordSimilarity)
 from rag_plugin.history import ConversationHistory
 from rag_plugin.ingest import IngestReport, Ingestor, ledger_for
 from rag_plugin.ingest.loaders import PDF_EXTENSIONS
+from rag_plugin.inputs import DEFAULT_MAX_QUESTION_CHARS, check_filter, check_question, cut_question
 from rag_plugin.message import RAGMessage
 from rag_plugin.retrieve import default_retriever
 from rag_plugin.text.abbreviations import expand
@@ -64,18 +66,26 @@ class RAG:
         llm_prompt (str): the instructions for the LLM; :any:`DEFAULT_LLM_PROMPT` if none is provided
         k (int): number of chunks to retrieve
         num_previous_messages (int): number of previous messages of the conversation added to the prompt; from the
-            bot's monitoring DB when connected, else from the RAG's own per-session memory
+            RAG's own per-session memory, or from the bot's monitoring DB for a session the memory does not know yet
+            (see :mod:`rag_plugin.history`)
         relevance_threshold (float): minimum score of the best chunk to answer at all (see :mod:`rag_plugin.guard`)
         min_coverage (float): minimum share of the question's key words found in the retrieved chunks (0 disables)
         max_unknown (float): abstain when words the documents never use carry this share of the question's weight
             (1.01 disables; see :mod:`rag_plugin.guard`)
         not_found_answer (str): the answer when nothing relevant is found
-        llm_timeout (float): seconds per LLM attempt
+        llm_timeout (float): seconds per LLM attempt (None: no limit but the deadline)
         llm_max_attempts (int): attempts on transient LLM errors (timeouts, 429, 5xx, connection errors)
+        answer_deadline (float): seconds one question may spend on the LLM: the follow-up rewrite, every attempt and
+            the backoff between them; then the answer is extracted from the fragments (None: no deadline)
+        breaker_failures (int): consecutive failed LLM calls after which the LLM is skipped (0: no circuit breaker)
+        breaker_cool_down (float): seconds the LLM is skipped (answers are extracted at once) before one question
+            probes it again
         trace_file (str): append one JSON line per run to this file (default: env ``RAG_PLUGIN_TRACE``, else off)
         ledger_path (str): the ingestion ledger (default: next to a persisted Chroma store, else in memory)
         rewrite_queries (bool): rewrite follow-up questions into standalone search queries when there is history
         max_history_turns (int): turns kept per session by the in-memory history
+        max_question_chars (int): longer questions are cut to this many characters (retrieval, prompt and trace),
+            with a note in the trace (0 disables)
 
     Attributes:
         vector_store (VectorStore): the vector store
@@ -89,9 +99,10 @@ class RAG:
         prompt_builder (PromptBuilder): builds the prompt
         generator (ResilientGenerator): calls the LLM robustly
         ingestor (Ingestor): writes documents to the store
-        history (ConversationHistory): per-session turns when there is no monitoring DB
+        history (ConversationHistory): per-session turns (memory first, the monitoring DB for unknown sessions)
         rewriter (QueryRewriter): turns follow-ups into standalone queries
         not_found_answer (str): the answer when nothing relevant is found
+        max_question_chars (int): longer questions are cut to this many characters
         tracer (TraceWriter | None): the per-call trace, when on
     """
 
@@ -113,10 +124,14 @@ class RAG:
             not_found_answer: str = DEFAULT_NOT_FOUND_ANSWER,
             llm_timeout: Optional[float] = 30.0,
             llm_max_attempts: int = 3,
+            answer_deadline: Optional[float] = DEFAULT_DEADLINE,
+            breaker_failures: int = DEFAULT_BREAKER_FAILURES,
+            breaker_cool_down: float = DEFAULT_BREAKER_COOL_DOWN,
             trace_file: Optional[str] = None,
             ledger_path: Optional[str] = None,
             rewrite_queries: bool = True,
             max_history_turns: int = 20,
+            max_question_chars: int = DEFAULT_MAX_QUESTION_CHARS,
     ):
         if bot is None or not hasattr(bot, 'nlp_engine'):
             raise ValueError('RAG needs the bot it belongs to (or rag_plugin.standalone.StandaloneBot() outside a bot)')
@@ -132,10 +147,13 @@ class RAG:
         self.k: int = k
         self.num_previous_messages: int = num_previous_messages
         self.not_found_answer: str = not_found_answer
+        self.max_question_chars: int = max_question_chars
         self.retriever = default_retriever(vector_store)
         self.guard = RelevanceGuard(relevance_threshold, min_coverage, max_unknown=max_unknown)
         self.prompt_builder = PromptBuilder(self.llm_prompt)
-        self.generator = ResilientGenerator(timeout=llm_timeout, max_attempts=llm_max_attempts)
+        self.generator = ResilientGenerator(timeout=llm_timeout, max_attempts=llm_max_attempts,
+                                            deadline=answer_deadline, breaker_failures=breaker_failures,
+                                            breaker_cool_down=breaker_cool_down)
         self.ingestor = Ingestor(vector_store, splitter, ledger_for(vector_store, ledger_path))
         if hasattr(self.retriever, 'lexical'):
             self.ingestor.on_change.append(self.retriever.lexical.invalidate)
@@ -291,6 +309,8 @@ class RAG:
             on_partial: Optional[Callable[[str], None]] = None,
     ) -> RAGMessage:
         """Run the RAG engine. LLM and store failures never raise: the answer degrades and the failure is logged.
+        A caller's mistake raises (a question that is not text, an unsupported filter operator, an unknown LLM, a bad
+        ``k``). The question is cleaned of invalid Unicode and cut to :attr:`max_question_chars`.
 
         Args:
             session (Session): the user's session (for history); mandatory if ``message`` is None
@@ -307,23 +327,33 @@ class RAG:
 
         Returns:
             RAGMessage: the answer, its fragments and sources, confidence, and whether it abstained or degraded
+
+        Raises:
+            TypeError: when the question is not a string or the filter not a dict
+            ValueError: when there is no question, on an unsupported filter operator, an unknown LLM or a bad ``k``
         """
+        message = check_question(message)
         if not message and session is None:
             raise ValueError('RAG run: provide a message, or a session whose last message is the question')
         llm_name = llm_name or self.llm_name
         llm = self._check_llm(llm_name)
         k = self.k if k is None else k
         self._check_k(k)
-        question = message or session.message
+        question = message or check_question(session.message)
+        if question is None:
+            raise ValueError('RAG run: the session has no message to answer')
+        question, note = cut_question(question, self.max_question_chars)
         if filter is None and session is not None and hasattr(session, 'get'):
             filter = session.get(SCOPE_KEY)
+        check_filter(filter)
         n_history = self.num_previous_messages if num_previous_messages is None else num_previous_messages
         timings: dict[str, float] = {}
         started = time.perf_counter()
         history = self.history.get(session, n_history, question)
         timings['history'] = time.perf_counter() - started
         mark = time.perf_counter()
-        query = self.rewriter.rewrite(llm, question, history)
+        deadline = self.generator.start()  # the rewrite and the generation share it
+        query = self.rewriter.rewrite(llm, question, history, deadline, self.generator.breaker(llm_name))
         timings['rewrite'] = time.perf_counter() - mark
         try:
             mark = time.perf_counter()
@@ -333,7 +363,7 @@ class RAG:
             logger.error('[RAG] Retrieval failed: %s: %s', type(e).__name__, e)
             result = RAGMessage(llm_name, question, STORE_UNAVAILABLE_ANSWER, [], abstained=True, degraded=True,
                                 query=query)
-            self._trace(session, result, [], None, None, timings, f'retrieval failed: {type(e).__name__}: {e}')
+            self._trace(session, result, [], None, None, timings, f'retrieval failed: {type(e).__name__}: {e}', note)
             self._remember(session, result)
             return result
         # Coverage is judged on what the user asked, not on words a rewrite carried over from earlier turns.
@@ -345,7 +375,7 @@ class RAG:
             prompt = self.create_prompt(history, retrieved, question, llm_prompt)
             generation = self.generator.generate(llm, prompt, question, retrieved,
                                                  getattr(self.vector_store, 'embeddings', None), on_partial,
-                                                 query, decision.by_meaning)
+                                                 query, decision.by_meaning, deadline)
             timings['generate'] = time.perf_counter() - mark
             if not generation.answer.strip():  # the extractive answerer found no sentence that answers
                 refused_by = 'answerer'
@@ -360,7 +390,7 @@ class RAG:
         timings['total'] = time.perf_counter() - started
         self.history.record(session, question, result.to_dict())
         self._remember(session, result)
-        self._trace(session, result, retrieved, decision, generation, timings, refused_by=refused_by)
+        self._trace(session, result, retrieved, decision, generation, timings, note=note, refused_by=refused_by)
         return result
 
     def _search_text(self, query: str) -> str:
@@ -409,7 +439,7 @@ class RAG:
     # ---- trace ------------------------------------------------------------------------------------------------------
     def _trace(self, session: Optional['Session'], result: RAGMessage, retrieved: list[Document],
                decision: Optional[GuardDecision], generation: Optional[Generation], timings: dict[str, float],
-               error: Optional[str] = None, refused_by: Optional[str] = None) -> None:
+               error: Optional[str] = None, note: Optional[str] = None, refused_by: Optional[str] = None) -> None:
         if self.tracer is None:
             return
         if error:
@@ -421,7 +451,7 @@ class RAG:
         record = {
             'time': datetime.now(timezone.utc).isoformat(timespec='milliseconds'),
             'session_id': getattr(session, 'id', None), 'question': result.question, 'query': result.query,
-            'outcome': outcome, 'refused_by': refused_by, 'llm_name': result.llm_name, 'error': error,
+            'outcome': outcome, 'refused_by': refused_by, 'llm_name': result.llm_name, 'error': error, 'note': note,
             'retrieved': [{'chunk_id': d.metadata.get('chunk_id'), 'score': d.metadata.get('score'),
                            'source': d.metadata.get('source'), 'page': d.metadata.get('page')} for d in retrieved],
             'guard': vars(decision) if decision else None,
@@ -434,5 +464,5 @@ class RAG:
         }
         try:
             self.tracer.write(record)
-        except OSError as e:
+        except (OSError, ValueError) as e:  # a full disk or text no encoder takes must not cost the reply
             logger.warning('[RAG] Could not write the trace to %s: %s', self.tracer.path, e)

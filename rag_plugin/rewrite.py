@@ -12,9 +12,9 @@ import re
 from typing import Any, Optional
 
 from rag_plugin.augment import format_history, message_text
-from rag_plugin.text import tokens
 from rag_plugin.generate.extractive import is_extractive
-from rag_plugin.generate.resilient import call_with_timeout
+from rag_plugin.generate.resilient import CircuitBreaker, Deadline, call_with_timeout
+from rag_plugin.text import tokens
 
 logger = logging.getLogger(__name__)
 
@@ -63,26 +63,48 @@ class HeuristicRewriter:
 class LLMRewriter:
     """Rewriting with the answering LLM (one short call); falls back to :class:`HeuristicRewriter` on any failure.
 
+    The call shares the question's deadline and the LLM's circuit breaker with the generation: it takes at most half
+    of the time left (the answer needs the rest), and an open breaker skips it.
+
     Args:
         timeout (float): seconds for the rewrite call
         fallback (HeuristicRewriter): used when the LLM fails or answers nonsense
     """
 
+    DEADLINE_SHARE = 0.5
+    """float: the share of the question's remaining time the rewrite may use."""
+
     def __init__(self, timeout: Optional[float] = 15.0, fallback: Optional[HeuristicRewriter] = None):
         self.timeout: Optional[float] = timeout
         self.fallback: HeuristicRewriter = fallback or HeuristicRewriter()
 
-    def rewrite(self, llm: Any, question: str, history: list) -> str:
-        """Return the standalone query (the question itself when there is no history)."""
+    def rewrite(self, llm: Any, question: str, history: list, deadline: Optional[Deadline] = None,
+                breaker: Optional[CircuitBreaker] = None) -> str:
+        """Return the standalone query (the question itself when there is no history).
+
+        Args:
+            llm (LLM): the answering LLM
+            question (str): the question
+            history (list[Message]): the conversation, oldest first
+            deadline (Deadline): the question's deadline (None: only :attr:`timeout`)
+            breaker (CircuitBreaker): the LLM's circuit breaker (None: always call)
+        """
         history_text = format_history(history)
         if not history_text:
             return question
+        if breaker is not None and not breaker.allow():
+            return self.fallback.rewrite(question, history)
         prompt = REWRITE_PROMPT.format(history=history_text, question=question)
+        timeout = deadline.cap(self.timeout, self.DEADLINE_SHARE) if deadline is not None else self.timeout
         try:
-            query = call_with_timeout(lambda: llm.predict(prompt), self.timeout)
+            query = call_with_timeout(lambda: llm.predict(prompt), timeout)
         except Exception as e:  # noqa: BLE001 - rewriting is an optimisation; never fail the turn for it
+            if breaker is not None:
+                breaker.failure()
             logger.warning('[RAG] Query rewrite failed (%s: %s); using the offline rewriter', type(e).__name__, e)
             return self.fallback.rewrite(question, history)
+        if breaker is not None:
+            breaker.success()
         query = (query or '').strip().strip('"').splitlines()[0].strip() if (query or '').strip() else ''
         if not query or len(query) > 4 * len(question) + 200:
             return self.fallback.rewrite(question, history)
@@ -101,10 +123,11 @@ class QueryRewriter:
         self.heuristic = HeuristicRewriter()
         self.llm_rewriter = LLMRewriter(fallback=self.heuristic)
 
-    def rewrite(self, llm: Any, question: str, history: list) -> str:
-        """Return the query to search for this turn."""
+    def rewrite(self, llm: Any, question: str, history: list, deadline: Optional[Deadline] = None,
+                breaker: Optional[CircuitBreaker] = None) -> str:
+        """Return the query to search for this turn (``deadline`` and ``breaker``: see :meth:`LLMRewriter.rewrite`)."""
         if not self.enabled or not any(getattr(m, 'is_user', False) for m in history):
             return question  # nothing asked before (a greeting alone is no context)
         if is_extractive(llm):  # extractive: cannot generate a rewrite
             return self.heuristic.rewrite(question, history)
-        return self.llm_rewriter.rewrite(llm, question, history)
+        return self.llm_rewriter.rewrite(llm, question, history, deadline, breaker)

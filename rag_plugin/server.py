@@ -3,7 +3,9 @@
 ``/docs``.
 
 Optional API key (header ``X-API-Key``; 401 when it is missing or wrong), a request-size limit (413, checked on
-``Content-Length`` and on the body actually received), and 127.0.0.1 as the default address::
+``Content-Length`` and on the body actually received), and 127.0.0.1 as the default address. Errors by kind: a
+caller's mistake is a 4xx with a message; a part that is down (the store, the embedding model) is a 503 that names it;
+never a 500. Text is cleaned of invalid Unicode on the way in (:func:`rag_plugin.inputs.clean_text`)::
 
     python -m rag_plugin serve --port 8000 --api-key "$KEY"      # or env RAG_PLUGIN_API_KEY
 """
@@ -15,8 +17,11 @@ import logging
 from typing import TYPE_CHECKING, Any, Literal, Optional, Union
 
 from fastapi import Depends, FastAPI, HTTPException
+from fastapi.responses import JSONResponse
 from fastapi.security import APIKeyHeader
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from rag_plugin.inputs import DEFAULT_MAX_QUESTION_CHARS, clean_text
 
 if TYPE_CHECKING:
     from rag_plugin.rag import RAG
@@ -30,6 +35,17 @@ API_KEY_ENV = 'RAG_PLUGIN_API_KEY'
 """str: the environment variable ``serve`` reads the API key from."""
 
 
+def _clean(value: Any) -> Any:
+    """Clean every string of a decoded JSON body (before validation: its error messages echo the input)."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if isinstance(value, dict):
+        return {_clean(k): _clean(v) for k, v in value.items()}
+    return value
+
+
 class ScopeBody(BaseModel):
     """What a request may see: one or more sources, a ``source_id`` prefix (a workspace or project folder), tags."""
     model_config = ConfigDict(extra='forbid')
@@ -41,11 +57,14 @@ class ScopeBody(BaseModel):
 class ContextBody(BaseModel):
     """A context request."""
     model_config = ConfigDict(extra='forbid')
-    question: str = Field('', max_length=4000, description="the question; '' asks for a bootstrap")
+    question: str = Field('', max_length=DEFAULT_MAX_QUESTION_CHARS,
+                          description="the question; '' asks for a bootstrap")
     intent: Literal['auto', 'bootstrap', 'specific'] = 'auto'
     mode: Literal['auto', 'documental', 'codigo'] = 'auto'
     scope: Optional[ScopeBody] = None
     k: Optional[int] = Field(None, ge=1, le=100, description='items (default: 4 specific, 12 bootstrap)')
+
+    _clean_text = model_validator(mode='before')(_clean)
 
 
 class BodyLimit:
@@ -101,6 +120,36 @@ def _options(body: ContextBody) -> dict:
     return {'question': body.question, 'intent': body.intent, 'mode': body.mode, 'scope': scope, 'k': body.k}
 
 
+def check_parts(rag: 'RAG') -> dict[str, Any]:
+    """Probe the parts a reply needs: ``store`` (count the chunks), ``embeddings`` (embed a word: with a remote
+    embedding model, one small request) and ``llm`` (its circuit breaker's view; the LLM itself is not called).
+
+    Returns:
+        dict[str, Any]: part -> ``'ok'`` or what is wrong; ``chunks`` (int) when the store could count them
+    """
+    parts: dict[str, Any] = {}
+    collection = getattr(rag.vector_store, '_collection', None)
+    try:
+        if collection is not None:
+            parts['chunks'] = collection.count()
+        parts['store'] = 'ok'
+    except Exception as e:  # noqa: BLE001 - a probe reports, it does not fail
+        parts['store'] = f'down: {type(e).__name__}: {e}'
+    embeddings = getattr(rag.vector_store, 'embeddings', None)
+    try:
+        if embeddings is not None:
+            embeddings.embed_query('health')
+        parts['embeddings'] = 'ok'
+    except Exception as e:  # noqa: BLE001
+        parts['embeddings'] = f'down: {type(e).__name__}: {e}'
+    parts['llm'] = rag.generator.llm_status(rag.llm_name)
+    return parts
+
+
+def _unavailable(parts: dict[str, Any]) -> list[str]:
+    return [name for name in ('store', 'embeddings') if parts.get(name) != 'ok']
+
+
 def create_app(rag: 'RAG', api_key: Optional[str] = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
     """Build the HTTP API over a RAG.
 
@@ -124,14 +173,26 @@ def create_app(rag: 'RAG', api_key: Optional[str] = None, max_body_bytes: int = 
     def run(method, body: ContextBody) -> dict:
         try:
             return method(**_options(body))
-        except ValueError as e:
-            raise HTTPException(status_code=422, detail=str(e)) from e
+        except Exception as e:  # noqa: BLE001 - sorted by kind below; never a 500
+            parts = check_parts(rag)
+            down = _unavailable(parts)
+            if isinstance(e, (ValueError, TypeError)) and not down:
+                raise HTTPException(status_code=422, detail=str(e)) from e
+            logger.error('[RAG] %s failed: %s: %s (down: %s)', method.__name__, type(e).__name__, e,
+                         ', '.join(down) or 'nothing found down')
+            raise HTTPException(status_code=503, detail={
+                'message': 'the service cannot answer right now; please try again later',
+                'down': {name: parts[name] for name in down}, 'error': f'{type(e).__name__}: {e}'}) from e
 
     @app.get('/health')
-    def health() -> dict:
-        """Liveness: the server runs and the store answers."""
-        collection = getattr(rag.vector_store, '_collection', None)
-        return {'status': 'ok', 'chunks': collection.count() if collection is not None else None}
+    def health() -> JSONResponse:
+        """Which parts work: ``store``, ``embeddings``, ``llm`` (200 ``ok`` or ``degraded`` when only the LLM is down,
+        since answers then come from extraction; 503 ``unavailable`` when the store or the embeddings are down)."""
+        parts = check_parts(rag)
+        down = _unavailable(parts)
+        status = 'unavailable' if down else ('ok' if parts['llm'] == 'ok' else 'degraded')
+        return JSONResponse({'status': status, 'chunks': parts.pop('chunks', None), 'down': down, 'parts': parts},
+                            status_code=503 if down else 200)
 
     @app.post('/retrieve', dependencies=[Depends(check_key)])
     def retrieve(body: ContextBody) -> dict:

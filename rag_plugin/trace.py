@@ -23,13 +23,13 @@ class TraceWriter:
         self._lock = threading.Lock()
 
     def write(self, record: dict[str, Any]) -> None:
-        """Append one record."""
+        """Append one record. Text no encoder takes (a lone surrogate) is written as a JSON escape, not fatal."""
         line = json.dumps(record, ensure_ascii=False, default=str)
         with self._lock:
             folder = os.path.dirname(self.path)
             if folder:
                 os.makedirs(folder, exist_ok=True)
-            with open(self.path, 'a', encoding='utf-8') as f:
+            with open(self.path, 'a', encoding='utf-8', errors='backslashreplace') as f:
                 f.write(line + '\n')
 
 

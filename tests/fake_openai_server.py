@@ -31,6 +31,8 @@ every chat request while it is not ``None``. Fault values:
       ``400`` is a non-transient client error.
     * ``"hang"`` -- wait ``srv.hang_seconds`` before answering normally
       (interrupted immediately by :meth:`FakeOpenAIServer.close`).
+    * ``"blackhole"`` -- accept the request and never answer (the
+      connection stays open until :meth:`FakeOpenAIServer.close`).
     * ``"malformed"`` -- HTTP 200, ``application/json``, invalid JSON body.
     * ``"stream_break"`` -- streaming: send two content chunks then drop the
       connection without the terminating chunk / ``[DONE]``; non-streaming:
@@ -311,6 +313,10 @@ class _Handler(BaseHTTPRequestHandler):
         fault = fake._next_fault()
         stream = bool(body.get("stream"))
 
+        if fault == "blackhole":
+            fake._stop.wait()
+            self._abort_connection()
+            return
         if fault == "hang":
             fake._stop.wait(fake.hang_seconds)
             if fake._stop.is_set():

@@ -114,7 +114,8 @@ def pg_schema():
 
 
 def test_history_from_bbf_monitoring_db_on_postgresql(corpus_store, pg_schema):
-    """BBF 1.5's MonitoringDB stores the dialogue; the next prompt holds the previous RAG answer read back from it."""
+    """BBF 1.5's MonitoringDB stores the dialogue; for a session the RAG's memory does not know (the same chat after a
+    restart), the next prompt holds the previous RAG answer read back from it."""
     from besser.bot import db
 
     from rag_plugin import RAG, ChatModelLLM, default_splitter
@@ -147,9 +148,11 @@ def test_history_from_bbf_monitoring_db_on_postgresql(corpus_store, pg_schema):
             time.sleep(0.1)
         stored = rag_answers()
         assert len(stored) == 1 and '"answer": "The offline cache keeps your notes on the device [1]."' in stored[0]
+        session = next(iter(bot._sessions.values()))
+        assert len(rags[0].history.get(session, 10)) == 2  # the memory holds the turn: it is the history
+        rags[0].history.clear(session)  # as after a restart: only the DB knows the conversation
         second = client.ask(FOLLOW_UP)['message']
         client.close()
-    assert not rags[0].history._turns  # nothing kept in memory: the DB is the history
     answer_prompt = model.calls[-1]
     assert 'Assistant: The offline cache keeps your notes on the device [1].' in answer_prompt
     assert 'User: What is the offline cache?' in answer_prompt

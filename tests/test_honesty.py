@@ -101,7 +101,8 @@ def test_generation_faults_through_the_websocket_bot(corpus_store):
 
         def rag_factory(bot):
             llm = openai_llm(bot, 'gpt-4o-mini', api_key='k', base_url=server.base_url, timeout=1.5)
-            rag = RAG(bot, corpus_store, default_splitter(), llm.name, llm_timeout=3.0, llm_max_attempts=3)
+            rag = RAG(bot, corpus_store, default_splitter(), llm.name, llm_timeout=3.0, llm_max_attempts=3,
+                      breaker_failures=0)  # each fault is retried on its own here (the breaker: test_resilience.py)
             rag.generator.backoff_initial, rag.generator.backoff_max = 0.05, 0.2
             rags.append(rag)
             return rag

@@ -1,0 +1,85 @@
+"""What callers hand in: type checks, Unicode clean-up and the question size limit, in one place.
+
+A caller's mistake (a question that is not text, a filter with an operator no store understands) raises a clear
+``TypeError`` / ``ValueError`` here, before the store is touched, so it is never mistaken for a store outage. Text is
+cleaned once on the way in: lone surrogates (``'\\ud800'``, which JSON can carry but no encoder accepts) become
+U+FFFD, so nothing downstream (embeddings, the trace, a database, a JSON reply) fails on them.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+DEFAULT_MAX_QUESTION_CHARS = 4000
+"""int: questions longer than this are cut (for retrieval, the prompt and the trace)."""
+
+FILTER_OPERATORS = frozenset({'$eq', '$ne', '$in', '$nin', '$gt', '$gte', '$lt', '$lte'})
+"""frozenset[str]: the comparison operators of a metadata filter (Chroma's ``where``; also what
+:func:`rag_plugin.retrieve.matches` evaluates)."""
+
+FILTER_LOGICAL = frozenset({'$and', '$or'})
+"""frozenset[str]: the logical operators of a metadata filter (each takes a list of filters)."""
+
+
+def clean_text(text: str) -> str:
+    """Return ``text`` with every lone surrogate replaced by U+FFFD (valid surrogate pairs are joined).
+
+    Args:
+        text (str): any Python string (e.g. decoded from JSON, where ``"\\ud800"`` is legal)
+    """
+    try:
+        text.encode('utf-8')
+        return text  # the common case: nothing to do
+    except UnicodeEncodeError:
+        return text.encode('utf-16-le', 'surrogatepass').decode('utf-16-le', 'replace')
+
+
+def check_question(message: Any) -> Optional[str]:
+    """Return the question cleaned (:func:`clean_text`), or None when there is none.
+
+    Raises:
+        TypeError: when ``message`` is neither a string nor None (e.g. ``123`` or ``{}`` from a JSON client)
+    """
+    if message is None:
+        return None
+    if not isinstance(message, str):
+        raise TypeError(f'the question must be a string, got {type(message).__name__}: {message!r:.80}')
+    return clean_text(message)
+
+
+def cut_question(question: str, max_chars: int) -> tuple[str, Optional[str]]:
+    """Cut a question to ``max_chars`` characters.
+
+    Returns:
+        tuple[str, str | None]: the question (cut or not) and a note saying what was cut (None when nothing was)
+    """
+    if max_chars and len(question) > max_chars:
+        return question[:max_chars], f'question cut from {len(question)} to {max_chars} characters'
+    return question, None
+
+
+def check_filter(where: Any) -> None:
+    """Check a metadata filter (Chroma ``where`` syntax) before it reaches a store.
+
+    Raises:
+        TypeError: when the filter, a clause or a logical operator's operand has the wrong type
+        ValueError: on an unknown operator or an empty clause
+    """
+    if where is None:
+        return
+    if not isinstance(where, dict):
+        raise TypeError(f'a filter must be a dict, got {type(where).__name__}: {where!r:.80}')
+    if not where:
+        raise ValueError('a filter must not be empty (use None for no filter)')
+    for key, condition in where.items():
+        if key in FILTER_LOGICAL:
+            if not isinstance(condition, list) or not condition:
+                raise TypeError(f'{key} takes a non-empty list of filters, got {condition!r:.80}')
+            for clause in condition:
+                check_filter(clause)
+        elif key.startswith('$'):
+            raise ValueError(f'unsupported filter operator {key!r} (logical: {", ".join(sorted(FILTER_LOGICAL))})')
+        elif isinstance(condition, dict):
+            for op in condition:
+                if op not in FILTER_OPERATORS:
+                    raise ValueError(f'unsupported filter operator {op!r} on {key!r} '
+                                     f'(supported: {", ".join(sorted(FILTER_OPERATORS))})')

@@ -1,0 +1,254 @@
+"""Faults around the core: oversized and invalid input, caller mistakes vs store outages (library and HTTP), an LLM
+that never answers (deadline and circuit breaker). Issue 13: F1/F2, F7, F8, F9 and the black-hole LLM."""
+import configparser
+import shutil
+import threading
+import time
+
+import pytest
+from conftest import ROOT, BotClient, running_bot, simple_rag_states
+from fake_openai_server import FakeOpenAIServer
+from fastapi.testclient import TestClient
+
+QUESTION = 'What is the API rate limit?'
+
+
+# ---- bounded, valid input (F7, F1/F2) --------------------------------------------------------------------------------
+def test_long_and_invalid_questions_over_the_websocket_bot(corpus_store, tmp_path):
+    """A 1 MB message is answered from its first 4,000 characters (noted in the trace); a lone surrogate is answered
+    and traced; a message over the bot's websocket.max_size closes that connection (BBF's limit, set by property)."""
+    from besser.bot.platforms import websocket
+    from websockets.exceptions import ConnectionClosedError
+
+    from rag_plugin import RAG, ExtractiveLLM, default_splitter
+    from rag_plugin.trace import read_trace
+    trace = tmp_path / 'trace.jsonl'
+
+    def rag_factory(bot):
+        ExtractiveLLM(bot)
+        return RAG(bot, corpus_store, default_splitter(), 'extractive', trace_file=str(trace))
+
+    with running_bot(lambda bot, platform: simple_rag_states(bot, platform, rag_factory),
+                     properties={websocket.WEBSOCKET_MAX_SIZE: 2_000_000}) as (bot, port):
+        client = BotClient(port)
+        client.wait_for('bot_reply_str', timeout=30)
+        surrogate = client.ask('\ud800 ' + QUESTION)['message']
+        assert '600 requests per minute' in surrogate['answer'] and surrogate['question'] == '\ufffd ' + QUESTION
+        long = client.ask(QUESTION + ' ' + 'x' * 1_000_000, timeout=120)['message']
+        assert len(long['question']) == 4000 and long['question'].startswith(QUESTION)
+        assert long['answer'] and not long['degraded']  # a reply (it abstains: 'xxx...' is no word of the documents)
+        too_big = BotClient(port)
+        too_big.wait_for('bot_reply_str', timeout=30)
+        too_big.send('y' * 3_000_000)
+        with pytest.raises(ConnectionClosedError) as closed:
+            too_big.wait_for('bot_reply_rag', timeout=30)
+        assert closed.value.rcvd.code == 1009  # message too big
+        assert '600 requests per minute' in client.ask(QUESTION)['message']['answer']  # the others go on
+        client.close()
+    records = read_trace(str(trace), last=10)
+    assert [r['question'] for r in records[:1]] == ['\ufffd ' + QUESTION]
+    assert len(records[1]['question']) == 4000 and records[1]['note'] == 'question cut from 1000028 to 4000 characters'
+    assert records[0]['note'] is None and records[1]['outcome'] == 'abstained'
+
+
+def test_the_demo_bot_limits_websocket_messages_above_the_upload_limit():
+    from rag_plugin.rag import MAX_UPLOAD_MB
+    config = configparser.ConfigParser()
+    config.read(ROOT / 'bots' / 'config.ini')
+    max_size = config.getint('websocket_platform', 'websocket.max_size')
+    upload_payload = MAX_UPLOAD_MB * 1024 * 1024 * 4 / 3  # a file travels base64-encoded in a JSON payload
+    assert upload_payload < max_size < 1.1 * upload_payload + 1_000_000
+
+
+def test_the_trace_survives_text_no_encoder_takes(tmp_path):
+    from rag_plugin.trace import TraceWriter, read_trace
+    writer = TraceWriter(str(tmp_path / 't.jsonl'))
+    writer.write({'question': 'a\ud800b'})
+    assert read_trace(writer.path) == [{'question': 'a\ud800b'}]  # written as a JSON escape, read back as it was
+
+
+def test_lone_surrogates_over_http(make_rag):
+    from rag_plugin.server import create_app
+    client = TestClient(create_app(make_rag()))
+    body = ('{"question": "\\ud800 ' + QUESTION + '", "scope": {"tags": ["\\udfff"]}}').encode()
+    for path in ('/retrieve', '/answer'):
+        response = client.post(path, content=body, headers={'Content-Type': 'application/json'})
+        assert response.status_code == 200, response.text
+    body = ('{"question": "\\ud83d\\ude00 \\ud800 ' + QUESTION + '"}').encode()
+    response = client.post('/answer', content=body, headers={'Content-Type': 'application/json'})
+    assert response.status_code == 200 and '600 requests per minute' in response.json()['answer']
+
+
+def test_clean_text_and_cut_question():
+    from rag_plugin.inputs import clean_text, cut_question
+    assert clean_text('ok é 😀') == 'ok é 😀'
+    assert clean_text('a\ud800b\udfff') == 'a\ufffdb\ufffd'
+    assert clean_text('\ud83d\ude00') == '😀'  # a pair left as two code points is joined
+    assert cut_question('abcdef', 4) == ('abcd', 'question cut from 6 to 4 characters')
+    assert cut_question('abc', 4) == ('abc', None) and cut_question('abcdef', 0) == ('abcdef', None)
+
+
+# ---- errors by kind (F9, F8) -----------------------------------------------------------------------------------------
+def test_caller_mistakes_raise_clear_errors_not_a_store_outage(make_rag):
+    rag = make_rag()
+    for message in (123, {}, ['a question']):
+        with pytest.raises(TypeError, match='question must be a string'):
+            rag.run(message=message)
+    with pytest.raises(ValueError, match='provide a message'):
+        rag.run(message=None)
+    with pytest.raises(ValueError, match="unsupported filter operator '\\$regex'"):
+        rag.run(message=QUESTION, filter={'source': {'$regex': 'api'}})
+    with pytest.raises(ValueError, match="unsupported filter operator '\\$not'"):
+        rag.run(message=QUESTION, filter={'$not': [{'source': 'a.pdf'}]})
+    with pytest.raises(TypeError, match='filter must be a dict'):
+        rag.run(message=QUESTION, filter='source = a.pdf')
+    ok = rag.run(message=QUESTION, filter={'$and': [{'source': {'$in': ['integrations_and_api.pdf']}},
+                                                    {'page': {'$gte': 1}}]})
+    assert not ok.degraded and '600 requests per minute' in ok.answer
+
+
+def test_caller_mistakes_over_http_are_4xx(make_rag):
+    from rag_plugin.server import create_app
+    client = TestClient(create_app(make_rag()))
+    for question in (123, {}, None, ['x']):
+        response = client.post('/answer', json={'question': question})
+        assert response.status_code == 422, (question, response.text)
+    response = client.post('/retrieve', json={'question': 'x' * 4001})
+    assert response.status_code == 422
+    assert client.post('/answer', content=b'{"question": ', headers={'Content-Type': 'application/json'}
+                       ).status_code == 422
+
+
+def test_store_removed_under_the_http_api_is_503_naming_the_store(make_rag):
+    from rag_plugin.server import create_app
+    rag = make_rag()
+    client = TestClient(create_app(rag))
+    health = client.get('/health')
+    assert health.status_code == 200 and health.json()['parts'] == {'store': 'ok', 'embeddings': 'ok', 'llm': 'ok'}
+    shutil.rmtree(rag.vector_store._persist_directory)
+    for path in ('/retrieve', '/answer'):
+        response = client.post(path, json={'question': QUESTION})
+        assert response.status_code == 503, response.text
+        assert list(response.json()['detail']['down']) == ['store']
+    health = client.get('/health')
+    assert health.status_code == 503 and health.json()['down'] == ['store']
+    assert health.json()['parts']['store'].startswith('down: ') and health.json()['parts']['embeddings'] == 'ok'
+    from rag_plugin.rag import STORE_UNAVAILABLE_ANSWER
+    chat = []  # in chat (a bot serves each connection from its own thread): the store-unavailable answer
+    worker = threading.Thread(target=lambda: chat.append(rag.run(message=QUESTION)))
+    worker.start()
+    worker.join(60)
+    assert chat[0].answer == STORE_UNAVAILABLE_ANSWER and chat[0].degraded
+
+
+def test_embeddings_down_is_503_naming_them(make_rag):
+    from rag_plugin.server import create_app
+    rag = make_rag()
+    client = TestClient(create_app(rag))
+
+    def broken(text):
+        raise ConnectionError('embedding server unreachable')
+    rag.vector_store.embeddings.embed_query = broken
+    try:
+        response = client.post('/answer', json={'question': QUESTION})
+        assert response.status_code == 503 and list(response.json()['detail']['down']) == ['embeddings']
+        health = client.get('/health').json()
+        assert health['status'] == 'unavailable' and health['down'] == ['embeddings'] and health['chunks'] > 0
+    finally:
+        del rag.vector_store.embeddings.embed_query
+
+
+# ---- a black-hole LLM: deadline and circuit breaker ------------------------------------------------------------------
+def _openai_rag(store, server, bot=None, **kwargs):
+    from rag_plugin import RAG, StandaloneBot, default_splitter, openai_llm
+    bot = bot or StandaloneBot()
+    llm = openai_llm(bot, 'gpt-4o-mini', api_key='k', base_url=server.base_url, timeout=30)
+    rag = RAG(bot, store, default_splitter(), llm.name, llm_timeout=30, **kwargs)
+    rag.generator.backoff_initial, rag.generator.backoff_max = 0.05, 0.1
+    return rag
+
+
+def test_black_hole_llm_degrades_within_the_deadline_then_the_breaker_skips_it(corpus_store, tmp_path):
+    from rag_plugin.server import create_app
+    from rag_plugin.trace import read_trace
+    trace = tmp_path / 'trace.jsonl'
+    with FakeOpenAIServer() as server:
+        server.responder = lambda request: 'The API allows 600 requests per minute [1].'
+        server.fail_always = 'blackhole'
+        rag = _openai_rag(corpus_store, server, answer_deadline=1.5, breaker_failures=3, breaker_cool_down=1.0,
+                          trace_file=str(trace))
+        breaker = rag.generator.breaker('gpt-4o-mini')
+        for n in range(1, 4):
+            started = time.monotonic()
+            result = rag.run(message=QUESTION)
+            assert result.degraded and result.llm_name == 'extractive' and '600 requests per minute' in result.answer
+            assert time.monotonic() - started < 10  # 90 s before (3 attempts x 30 s); the deadline is 1.5 s
+            assert len(server.chat_requests) == n  # the deadline leaves no time for a second attempt
+            assert breaker.state == ('open' if n == 3 else 'closed')
+        generation = read_trace(str(trace))[-1]['generation']
+        assert generation['attempts'] == 1 and 'LLMTimeout' in generation['error']
+        health = TestClient(create_app(rag)).get('/health').json()
+        assert health['status'] == 'degraded' and health['parts']['llm'].startswith('down: circuit breaker open')
+
+        started = time.monotonic()
+        skipped = rag.run(message=QUESTION)  # open: not called at all, the answer degrades at once
+        assert skipped.degraded and time.monotonic() - started < 1.0 and len(server.chat_requests) == 3
+        generation = read_trace(str(trace))[-1]['generation']
+        assert generation['attempts'] == 0 and 'circuit breaker open' in generation['error']
+
+        time.sleep(1.1)  # cool-down over: one question probes the LLM, which still never answers
+        assert breaker.state == 'half_open'
+        assert rag.run(message=QUESTION).degraded and len(server.chat_requests) == 4
+        assert breaker.state == 'open'
+
+        time.sleep(1.1)
+        server.fail_always = None  # the LLM is back: the probe answers and the breaker closes
+        result = rag.run(message=QUESTION)
+        assert not result.degraded and result.answer.startswith('The API allows 600 requests per minute')
+        assert breaker.state == 'closed' and len(server.chat_requests) == 5
+    assert breaker.transitions == ['closed', 'open', 'half_open', 'open', 'half_open', 'closed']
+
+
+def test_follow_up_rewrite_shares_the_deadline(corpus_store, tmp_path):
+    from besser.bot.core.bot import Bot
+    from besser.bot.core.session import Session
+
+    from rag_plugin.trace import read_trace
+    trace = tmp_path / 'trace.jsonl'
+    with FakeOpenAIServer() as server:
+        server.responder = lambda request: 'The offline cache keeps notes on the device [1].'
+        bot = Bot('deadline_test')
+        rag = _openai_rag(corpus_store, server, bot, answer_deadline=2.0, breaker_failures=0,
+                          num_previous_messages=4, trace_file=str(trace))
+        session = Session('s1', bot, None)
+        assert not rag.run(session=session, message='What is the offline cache?').degraded
+        server.fail_always = 'blackhole'
+        server.requests.clear()
+        started = time.monotonic()
+        follow_up = rag.run(session=session, message='How big can it get?')
+        elapsed = time.monotonic() - started
+        assert follow_up.degraded and 'offline cache' in follow_up.query  # the offline rewriter took over
+        assert len(server.chat_requests) == 2  # one rewrite call, one generation attempt, both cut by the deadline
+        assert elapsed < 6  # 105 s before (a 15 s rewrite, then 3 x 30 s attempts); generous bound over 2 s
+        record = read_trace(str(trace))[-1]
+        assert record['latency_ms']['rewrite'] < 1500 and record['generation']['attempts'] == 1
+
+
+def test_circuit_breaker_states():
+    from rag_plugin.generate.resilient import CircuitBreaker
+    breaker = CircuitBreaker(failures=2, cool_down=0.2)
+    assert breaker.allow() and breaker.state == 'closed'
+    breaker.failure()
+    breaker.success()  # a success resets the count
+    breaker.failure()
+    assert breaker.state == 'closed' and breaker.allow()
+    breaker.failure()
+    assert breaker.state == 'open' and not breaker.allow() and 0 < breaker.retry_in() <= 0.2
+    time.sleep(0.25)
+    assert breaker.allow() and not breaker.allow()  # half-open: one probe at a time
+    breaker.cancel()  # the probe was never made: another may probe
+    assert breaker.allow()
+    breaker.success()
+    assert breaker.state == 'closed' and breaker.transitions == ['closed', 'open', 'half_open', 'closed']
+    assert CircuitBreaker(failures=0).allow()
+
