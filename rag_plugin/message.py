@@ -44,6 +44,8 @@ class RAGMessage(BBFRAGMessage):
         degraded (bool): True when the LLM failed and the extractive answerer answered instead
         query (str): the query that was actually searched (a rewrite of the question in a conversation)
         cited (list[int]): the fragment numbers the answer cites (1-based, valid ones only)
+        category (str | None): the topic of the answer: the category or tag its cited documents were given at
+            ingestion, else the title of the top cited document; None when abstaining
 
     Attributes:
         llm_name (str): the name of the LLM that generated the answer
@@ -56,11 +58,13 @@ class RAGMessage(BBFRAGMessage):
         degraded (bool): whether the answer comes from the fallback answerer
         query (str): the searched query
         cited (list[int]): the fragment numbers the answer cites
+        category (str | None): the topic of the answer (None when abstaining)
     """
 
     def __init__(self, llm_name: str, question: str, answer: str, docs: list[Document],
                  sources: Optional[list[dict]] = None, confidence: str = 'low', abstained: bool = False,
-                 degraded: bool = False, query: Optional[str] = None, cited: Optional[list[int]] = None):
+                 degraded: bool = False, query: Optional[str] = None, cited: Optional[list[int]] = None,
+                 category: Optional[str] = None):
         super().__init__(llm_name=llm_name, question=question, answer=answer, docs=docs)
         self.sources: list[dict] = sources or []
         self.confidence: str = confidence
@@ -68,12 +72,13 @@ class RAGMessage(BBFRAGMessage):
         self.degraded: bool = degraded
         self.query: str = query or question
         self.cited: list[int] = cited or []
+        self.category: Optional[str] = category
 
     def to_dict(self) -> dict:
         """Return BBF's keys (``llm_name``, ``question``, ``answer``, ``docs``) plus this plugin's fields."""
         result = RAGAnswerDict(super().to_dict())
         result.update({
             'sources': self.sources, 'confidence': self.confidence, 'abstained': self.abstained,
-            'degraded': self.degraded, 'query': self.query, 'cited': self.cited,
+            'degraded': self.degraded, 'query': self.query, 'cited': self.cited, 'category': self.category,
         })
         return result

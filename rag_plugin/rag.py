@@ -11,7 +11,7 @@ from langchain_core.vectorstores import VectorStore
 from langchain_text_splitters import TextSplitter
 
 from rag_plugin.augment import DEFAULT_LLM_PROMPT, PromptBuilder
-from rag_plugin.citations import list_sources, resolve_citations
+from rag_plugin.citations import answer_category, list_sources, resolve_citations
 from rag_plugin.generate.resilient import Generation, ResilientGenerator
 from rag_plugin.guard import (DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE, DEFAULT_NOT_FOUND_ANSWER,
                               DEFAULT_RELEVANCE_THRESHOLD, GuardDecision, RelevanceGuard)
@@ -323,7 +323,8 @@ class RAG:
             answer, cited = resolve_citations(generation.answer, retrieved)
             result = RAGMessage(generation.llm_name, question, answer, retrieved,
                                 sources=list_sources(retrieved, cited), confidence=decision.confidence,
-                                degraded=generation.degraded, query=query, cited=cited)
+                                degraded=generation.degraded, query=query, cited=cited,
+                                category=answer_category(retrieved, cited))
         timings['total'] = time.perf_counter() - started
         self.history.record(session, question, result.to_dict())
         self._remember(session, result)
