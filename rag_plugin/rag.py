@@ -12,6 +12,7 @@ from langchain_text_splitters import TextSplitter
 
 from rag_plugin.augment import DEFAULT_LLM_PROMPT, PromptBuilder
 from rag_plugin.citations import answer_category, list_sources, resolve_citations
+from rag_plugin.generate.refusal import is_refusal
 from rag_plugin.generate.resilient import Generation, ResilientGenerator
 from rag_plugin.guard import (DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE, DEFAULT_NOT_FOUND_ANSWER,
                               DEFAULT_RELEVANCE_THRESHOLD, GuardDecision, RelevanceGuard)
@@ -310,8 +311,9 @@ class RAG:
         # Coverage is judged on what the user asked, not on words a rewrite carried over from earlier turns.
         decision = self.guard.check(retrieved, question, lexical.idf if lexical is not None else None,
                                     lexical.knows if lexical is not None else None)
-        generation = None
+        generation, refused_by = None, None
         if decision.abstain:
+            refused_by = 'guard'
             result = RAGMessage(llm_name, question, self.not_found_answer, [], confidence='low', abstained=True,
                                 query=query)
         else:
@@ -321,15 +323,27 @@ class RAG:
                                                  getattr(self.vector_store, 'embeddings', None), on_partial)
             timings['generate'] = time.perf_counter() - mark
             answer, cited = resolve_citations(generation.answer, retrieved)
-            result = RAGMessage(generation.llm_name, question, answer, retrieved,
-                                sources=list_sources(retrieved, cited), confidence=decision.confidence,
-                                degraded=generation.degraded, query=query, cited=cited,
-                                category=answer_category(retrieved, cited))
+            if self._llm_refused(llm, generation):  # near-domain answerability is a generative LLM's call
+                refused_by = 'llm'
+                result = RAGMessage(generation.llm_name, question, self.not_found_answer, [], confidence='low',
+                                    abstained=True, query=query)
+            else:
+                result = RAGMessage(generation.llm_name, question, answer, retrieved,
+                                    sources=list_sources(retrieved, cited), confidence=decision.confidence,
+                                    degraded=generation.degraded, query=query, cited=cited,
+                                    category=answer_category(retrieved, cited))
         timings['total'] = time.perf_counter() - started
         self.history.record(session, question, result.to_dict())
         self._remember(session, result)
-        self._trace(session, result, retrieved, decision, generation, timings)
+        self._trace(session, result, retrieved, decision, generation, timings, refused_by=refused_by)
         return result
+
+    @staticmethod
+    def _llm_refused(llm: 'LLM', generation: Generation) -> bool:
+        """Whether a generative LLM (not the extractive answerer, nor the fallback after a failure) replied that the
+        fragments do not contain the answer (:func:`rag_plugin.generate.refusal.is_refusal`)."""
+        return (not generation.degraded and not callable(getattr(llm, 'answer', None))
+                and is_refusal(generation.answer))
 
     @staticmethod
     def _remember(session: Optional['Session'], result: RAGMessage) -> None:
@@ -372,7 +386,7 @@ class RAG:
     # ---- trace ------------------------------------------------------------------------------------------------------
     def _trace(self, session: Optional['Session'], result: RAGMessage, retrieved: list[Document],
                decision: Optional[GuardDecision], generation: Optional[Generation], timings: dict[str, float],
-               error: Optional[str] = None) -> None:
+               error: Optional[str] = None, refused_by: Optional[str] = None) -> None:
         if self.tracer is None:
             return
         if error:
@@ -392,7 +406,10 @@ class RAG:
                             'error': generation.error} if generation else None),
             'latency_ms': {stage: round(seconds * 1000, 1) for stage, seconds in timings.items()},
             'answer': result.answer, 'confidence': result.confidence, 'sources': result.sources,
+            'refused_by': refused_by,
         }
+        if refused_by == 'llm':
+            record['llm_answer'] = generation.answer  # the model's own words; the user got not_found_answer
         try:
             self.tracer.write(record)
         except OSError as e:

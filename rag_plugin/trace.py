@@ -63,6 +63,9 @@ def format_record(record: dict) -> str:
     if generation:
         lines.append(f"  generation: attempts={generation.get('attempts')} degraded={generation.get('degraded')}"
                      + (f" error={generation.get('error')}" if generation.get('error') else ''))
+    if record.get('refused_by'):
+        lines.append(f"  refused by: {record['refused_by']}"
+                     + (f" (it said: {record['llm_answer'][:200]})" if record.get('llm_answer') else ''))
     lines.append('  latency ms: ' + ', '.join(f'{k}={v}' for k, v in stages.items()))
     answer = (record.get('answer') or '').replace('\n', ' ')
     lines.append(f"  answer: {answer[:300]}{'...' if len(answer) > 300 else ''}")
