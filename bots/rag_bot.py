@@ -92,8 +92,13 @@ rag_state.when_file_received_go_to(upload_state)
 
 
 def clarify_body(session: Session):
-    session.reply('The guides do not seem to cover that. Could you name the feature, setting or error code you mean? '
-                  'Type /overview to see what the guides cover.')
+    # questions the RAG answers by construction, near what the user asked (see rag_plugin.context.suggest)
+    last = session.get(LAST_RAG_MESSAGE_KEY)
+    suggestions = rag.context.suggestions(last.question if last is not None else '', n=3)
+    lines = ['The guides do not seem to cover that. Could you name the feature, setting or error code you mean?']
+    if suggestions:
+        lines += ['You could ask, for example:'] + [f'- {s.question}' for s in suggestions]
+    session.reply('\n'.join(lines + ['Type /overview to see what the guides cover.']))
 
 
 clarify_state.set_body(clarify_body)
