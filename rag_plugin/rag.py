@@ -12,6 +12,7 @@ from langchain_text_splitters import TextSplitter
 
 from rag_plugin.augment import DEFAULT_LLM_PROMPT, PromptBuilder
 from rag_plugin.citations import answer_category, list_sources, resolve_citations
+from rag_plugin.context.intents import is_overview_question
 from rag_plugin.generate.refusal import is_refusal
 from rag_plugin.generate.resilient import Generation, ResilientGenerator
 from rag_plugin.guard import (DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE, DEFAULT_NOT_FOUND_ANSWER,
@@ -288,6 +289,10 @@ class RAG:
         question = message or session.message
         if filter is None and session is not None and hasattr(session, 'get'):
             filter = session.get(SCOPE_KEY)
+        if is_overview_question(question):  # "what is this about?": the documents and their topics, not a search
+            overview = self._overview(session, question, llm_name, filter)
+            if overview is not None:
+                return overview
         n_history = self.num_previous_messages if num_previous_messages is None else num_previous_messages
         timings: dict[str, float] = {}
         started = time.perf_counter()
@@ -338,6 +343,33 @@ class RAG:
         self._trace(session, result, retrieved, decision, generation, timings, refused_by=refused_by)
         return result
 
+    def _overview(self, session: Optional['Session'], question: str, llm_name: str, filter: Optional[dict]
+                  ) -> Optional[RAGMessage]:
+        """Answer an overview question with :meth:`ContextEngine.overview` over the run's scope; None when the scope
+        is a filter the overview cannot follow (the question is then answered as any other) or the store fails."""
+        from rag_plugin.context.scope import Scope
+        scope = Scope.from_filter(filter)
+        if scope is None:
+            return None
+        started = time.perf_counter()
+        try:
+            overview = self.context.overview(scope, llm_name)
+        except Exception as e:  # noqa: BLE001 - the ordinary path reports a broken store to the user
+            logger.error('[RAG] Overview failed: %s: %s', type(e).__name__, e)
+            return None
+        if overview.docs:
+            result = RAGMessage(llm_name, question, overview.answer, overview.docs,
+                                sources=list_sources(overview.docs, overview.cited), confidence='high',
+                                cited=overview.cited, category='overview')
+        else:  # nothing in scope
+            result = RAGMessage(llm_name, question, overview.answer, [], confidence='low', abstained=True)
+        timings = {'overview': time.perf_counter() - started}
+        timings['total'] = timings['overview']
+        self.history.record(session, question, result.to_dict())
+        self._remember(session, result)
+        self._trace(session, result, overview.docs, None, None, timings, route='overview')
+        return result
+
     @staticmethod
     def _llm_refused(llm: 'LLM', generation: Generation) -> bool:
         """Whether a generative LLM (not the extractive answerer, nor the fallback after a failure) replied that the
@@ -386,7 +418,7 @@ class RAG:
     # ---- trace ------------------------------------------------------------------------------------------------------
     def _trace(self, session: Optional['Session'], result: RAGMessage, retrieved: list[Document],
                decision: Optional[GuardDecision], generation: Optional[Generation], timings: dict[str, float],
-               error: Optional[str] = None, refused_by: Optional[str] = None) -> None:
+               error: Optional[str] = None, refused_by: Optional[str] = None, route: str = 'retrieval') -> None:
         if self.tracer is None:
             return
         if error:
@@ -406,7 +438,7 @@ class RAG:
                             'error': generation.error} if generation else None),
             'latency_ms': {stage: round(seconds * 1000, 1) for stage, seconds in timings.items()},
             'answer': result.answer, 'confidence': result.confidence, 'sources': result.sources,
-            'refused_by': refused_by,
+            'refused_by': refused_by, 'route': route,
         }
         if refused_by == 'llm':
             record['llm_answer'] = generation.answer  # the model's own words; the user got not_found_answer

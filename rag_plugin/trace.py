@@ -53,10 +53,13 @@ def format_record(record: dict) -> str:
              f"  question: {record.get('question')}"]
     if record.get('query') != record.get('question'):
         lines.append(f"  searched: {record.get('query')}")
-    guard = record.get('guard', {})
-    lines.append(f"  retrieval: {len(record.get('retrieved', []))} chunk(s), best score {guard.get('best_score')}"
-                 f" vs threshold {guard.get('threshold')} -> {'abstain' if guard.get('abstain') else 'answer'}"
-                 f" ({guard.get('confidence')})")
+    guard = record.get('guard') or {}  # None when the guard did not run (an overview, a store failure)
+    if record.get('route') == 'overview':
+        lines.append(f"  overview: {len(record.get('retrieved', []))} item(s) over the documents in scope (no guard)")
+    else:
+        lines.append(f"  retrieval: {len(record.get('retrieved', []))} chunk(s), best score {guard.get('best_score')}"
+                     f" vs threshold {guard.get('threshold')} -> {'abstain' if guard.get('abstain') else 'answer'}"
+                     f" ({guard.get('confidence')})")
     for chunk in record.get('retrieved', []):
         lines.append(f"    {chunk.get('score'):>7}  {chunk.get('chunk_id')}  {chunk.get('source')} p.{chunk.get('page')}")
     generation = record.get('generation') or {}

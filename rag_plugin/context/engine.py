@@ -160,6 +160,20 @@ class Gathered:
                 for c in self.candidates]
 
 
+@dataclass
+class Overview:
+    """The answer to an overview question (see :meth:`ContextEngine.overview`).
+
+    Attributes:
+        answer (str): the documents in scope with their topics, a short summary and questions to ask, citing ``[n]``
+        docs (list[Document]): the bootstrap's items the answer cites, numbered from 1 (empty: nothing in scope)
+        cited (list[int]): the item numbers the answer cites
+    """
+    answer: str
+    docs: list[Document]
+    cited: list[int]
+
+
 def resolve_outside_code(text: str, docs: list[Document]) -> tuple[str, list[int]]:
     """:func:`~rag_plugin.citations.resolve_citations` on the prose only: ``[n]`` inside code (fenced blocks and
     inline code, where ``args[1]`` is an index) is left alone."""
@@ -248,6 +262,41 @@ class ContextEngine:
         else:
             package['synthesis'] = offline
         return package
+
+    def overview(self, scope: Any = None, llm_name: Optional[str] = None, **scope_keywords: Any) -> Overview:
+        """The answer to "what is this about?" / "what can you help me with?": the documents in scope with their
+        topics (section headings), the bootstrap's summary, and questions the RAG answers (:meth:`suggestions`); it
+        cites the bootstrap's items, one per document at least.
+
+        Args:
+            scope (Scope | dict): as :meth:`retrieve`; or keywords ``source_id``, ``source_ref``, ``tags``
+            llm_name (str): the LLM for the summary (default: the RAG's; offline it is extractive)
+        """
+        request = self._request('', 'bootstrap', 'auto', scope, None, scope_keywords)
+        gathered = self._gather(request)
+        docs = gathered.docs
+        if not docs:
+            return Overview(EMPTY_SCOPE_ANSWER, [], [])
+        first_item: dict[str, int] = {}
+        for n, candidate in enumerate(gathered.candidates, start=1):
+            first_item.setdefault(candidate.source_id, n)
+        documents = request.documents[:self.settings.max_documents]
+        lines = [f'I can answer questions about {"this document" if len(request.documents) == 1 else "these documents"}'
+                 f' ({len(request.documents)}):']
+        for info in documents:
+            name = f'{info.title} ({info.source_id})' if info.title and info.title != info.source_id else info.source_id
+            cite = f' [{first_item[info.source_id]}]' if info.source_id in first_item else ''
+            topics = [s for s in info.sections if s != info.title and not summarize.is_generic_section(s)]
+            shown = '; '.join(topics[:6]) + ('; ...' if len(topics) > 6 else '.')
+            lines.append(f'- {name}{cite}' + (f': {shown}' if topics else ''))
+        if len(request.documents) > len(documents):
+            lines.append(f'- and {len(request.documents) - len(documents)} more.')
+        parts = ['\n'.join(lines), self._summary(gathered, self._llm(llm_name))]
+        suggestions = self.suggestions('', 3, request.resolved.scope)
+        if suggestions:
+            parts.append('You could ask, for example:\n' + '\n'.join(f'- {s.question}' for s in suggestions))
+        answer, cited = resolve_outside_code('\n\n'.join(p for p in parts if p), docs)
+        return Overview(answer, docs, cited)
 
     def specific_documents(self, question: str, k: int, scope: Any = None, mode: str = 'auto') -> list[Document]:
         """The specific-intent ranking as plain chunks, without the guard (for :mod:`rag_plugin.evaluation`)."""
