@@ -31,7 +31,8 @@ REFUSALS = [
 ]
 
 ANSWERS = [
-    'Nimbus Notes does not support Linux.', 'There is no Linux desktop app.', 'Deleted notes are not kept after 30 days.',
+    'Nimbus Notes does not support Linux.', 'There is no Linux desktop app.',
+    'Deleted notes are not kept after 30 days.',
     'Shared documents do not include comments when exported.', 'You cannot sync notes larger than 250 MB [1].',
     "I don't know the exact date, but the trash keeps notes for 30 days [1].",
     'The documents do not mention a Kanban board, but they describe list and grid views [2].',
@@ -45,8 +46,9 @@ ANSWERS = [
     'The export does not contain attachments larger than 100 MB.',
     "I can't stress this enough: back up first. Then open Settings.",
     # Spanish and Catalan answers with a negation ("no se" is the reflexive, not "no sé")
-    'Las notas no se sincronizan sin conexión.', 'No se puede exportar a PDF.', 'No hay límite de notas en el plan gratuito.',
-    'Les notes no es sincronitzen sense connexió.', 'No hi ha límit de notes.', 'No, el pla gratuït no inclou historial.',
+    'Las notas no se sincronizan sin conexión.', 'No se puede exportar a PDF.',
+    'No hay límite de notas en el plan gratuito.', 'Les notes no es sincronitzen sense connexió.',
+    'No hi ha límit de notes.', 'No, el pla gratuït no inclou historial.',
 ]
 
 

@@ -179,7 +179,8 @@ _EN_DOCS = (r"(?:the|these|those|this|your|my|our|all the|all these) (?:document
             r"manuals?|texts?|documentation|knowledge base|corpus|sources?|materials?)")
 _EN_COVER = (r"(?:cover|covers|contain|contains|include|includes|talk about|talks about|deal with|deals with|discuss|"
              r"discusses|explain|explains|say|says|describe|describes|have|has|offer|offers|tell me|tell us)")
-_ES_DOCS = r"(?:los|estos|esos|tus|sus|todos los|todos estos) (?:documentos|archivos|ficheros|guias|textos|pdfs|manuales)"
+_ES_DOCS = (r"(?:los|estos|esos|tus|sus|todos los|todos estos) (?:documentos|archivos|ficheros|guias|textos|pdfs|"
+            r"manuales)")
 _CA_DOCS = (r"(?:els|aquests|aquets|aquestos|els teus|tots els|tots aquests) (?:documents|arxius|fitxers|guies|textos|"
             r"pdfs|manuals)")
 _OVERVIEW_FORMS = (
