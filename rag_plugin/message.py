@@ -40,7 +40,8 @@ class RAGMessage(BBFRAGMessage):
         sources (list[dict]): deduplicated ``{source, page, chunk_id, score}`` of those fragments, those the
             answer cites first
         confidence (str): ``high``, ``medium`` or ``low``
-        abstained (bool): True when nothing relevant was found and the LLM was not called
+        abstained (bool): True when nothing relevant was found (the LLM was not called) or a generative LLM replied
+            that the fragments do not contain the answer; the answer is then the RAG's ``not_found_answer``
         degraded (bool): True when the LLM failed and the extractive answerer answered instead
         query (str): the query that was actually searched (a rewrite of the question in a conversation)
         cited (list[int]): the fragment numbers the answer cites (1-based, valid ones only)

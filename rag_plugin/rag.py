@@ -264,6 +264,10 @@ class RAG:
     ) -> RAGMessage:
         """Run the RAG engine. LLM and store failures never raise: the answer degrades and the failure is logged.
 
+        An overview question ("what is this about?", "¿en qué me puedes ayudar?") is answered with the documents in
+        scope and their topics (:meth:`ContextEngine.overview`), without a search; a generative LLM's reply that the
+        fragments do not contain the answer becomes an abstention (``refused_by: llm`` in the trace).
+
         Args:
             session (Session): the user's session (for history); mandatory if ``message`` is None
             message (str): the question; the session's last message if none is provided
