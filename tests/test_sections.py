@@ -3,10 +3,9 @@ of its text, and one that runs through several sections knows where each starts.
 from pathlib import Path
 
 from conftest import PDFS
-from langchain_core.documents import Document
 
 from rag_plugin.channels.webchat_ui import render
-from rag_plugin.ingest.pipeline import main_section, section_spans
+from rag_plugin.ingest.pipeline import chunk_section, main_section, section_spans
 from rag_plugin.section_spans import encode_spans, parse_spans, section_at
 
 
@@ -18,6 +17,9 @@ def test_a_chunk_is_labelled_by_the_section_holding_most_of_its_text():
     assert main_section(section_spans(0, 500, headings, None), 500) == 'A'  # 300 of A, 200 of B
     assert section_spans(0, 200, [(100, 'A')], 'Carried') == [(0, 'Carried'), (100, 'A')]
     assert main_section([(0, None), (400, 'A')], 500) is None  # mostly text before any heading
+    # a chunk that starts with a heading is named by it (a document's title heading names its first chunk)
+    assert chunk_section(0, 900, [(0, 'Title'), (100, 'Layout')], None) == 'Title'
+    assert chunk_section(250, 600, headings, None) == 'B'
 
 
 def test_the_section_at_an_offset_comes_from_the_spans():
@@ -76,6 +78,8 @@ def test_markdown_chunks_know_their_sections_too(make_rag):
     got = rag.vector_store.get(where={'source_id': 'field_guide.md'}, include=['metadatas', 'documents'])
     first = min(zip(got['metadatas'], got['documents']), key=lambda pair: pair[0]['chunk_index'])
     metadata, content = first
-    assert metadata['section'] == 'Ferns' and parse_spans(metadata['section_spans'])[0] == (0, 'Field guide')
-    doc = Document(page_content=content, metadata=metadata)
-    assert '§ Field guide' in render.source_html(1, {'content': doc.page_content, 'metadata': doc.metadata}, False)
+    assert metadata['section'] == 'Field guide'  # the title heading at its top names it
+    assert [h for _, h in parse_spans(metadata['section_spans'])] == ['Field guide', 'Ferns']
+    doc = {'content': content, 'metadata': metadata}
+    assert '§ Field guide' in render.source_html(1, doc, False)
+    assert '§ Ferns' in render.source_html(1, doc, True, focus='Water ferns twice a week in summer [1].')

@@ -155,6 +155,14 @@ def main_section(spans: list[tuple[int, Optional[str]]], length: int) -> Optiona
     return max(sizes)[2]
 
 
+def chunk_section(start: int, length: int, headings: list, carried: Optional[str]) -> Optional[str]:
+    """A chunk's ``section``: the heading at its very top when it starts with one (a document's title heading names
+    its first chunk), else the section that holds most of its text (:func:`main_section`)."""
+    if any(start <= offset <= start + _HEADING_SLACK for offset, _ in headings):
+        return _section_for(start, headings, carried)
+    return main_section(section_spans(start, length, headings, carried), length)
+
+
 @dataclass
 class _Pending:
     """A file version whose chunks are being written."""
@@ -230,11 +238,11 @@ class Ingestor:
                     continue
                 start = piece.metadata.get('start_index', 0)
                 spans = section_spans(start, len(text), headings, section)
-                chunk_section = main_section(spans, len(text))
+                label = chunk_section(start, len(text), headings, section)
                 metadata = {**base, **page_meta, 'chunk_index': len(chunks), 'start_index': start,
                             'content_hash': hashlib.sha256(text.encode('utf-8')).hexdigest()[:16]}
-                if chunk_section:
-                    metadata['section'] = chunk_section
+                if label:
+                    metadata['section'] = label
                 if len(spans) > 1:  # where each section starts, for the section of a snippet (JSON: scalar metadata)
                     metadata[SECTION_SPANS_KEY] = encode_spans(spans)
                 if isinstance(page_meta.get('line_start'), int) and start >= 0:  # Markdown, code: 1-based lines
