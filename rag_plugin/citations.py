@@ -1,4 +1,5 @@
-"""Citations: check the ``[n]`` markers of an answer against the fragments given, and list the sources.
+"""Citations: check the ``[n]`` markers of an answer against the fragments given, list the sources, and name the
+answer's category.
 
 Sources always come from the fragments' metadata (the system), never from what the model writes; a marker that
 points to no fragment is removed from the answer.
@@ -7,6 +8,8 @@ from __future__ import annotations
 
 import logging
 import re
+from collections import Counter
+from typing import Optional
 
 from langchain_core.documents import Document
 
@@ -56,3 +59,41 @@ def list_sources(docs: list[Document], cited: list[int]) -> list[dict]:
                         'page': metadata.get('page'), 'chunk_id': metadata.get('chunk_id'),
                         'score': metadata.get('score'), 'cited': (i + 1) in cited})
     return sources
+
+
+NOT_A_CATEGORY_TAGS = frozenset({'critical'})
+"""frozenset[str]: tags that mark how to treat a chunk rather than what it is about (never a category)."""
+
+
+def document_category(metadata: dict) -> Optional[str]:
+    """The topic a chunk's document was given at ingestion: its ``category`` metadata (Markdown front matter
+    ``category:``, ``add_text(metadata={'category': ...})``), else its first tag (``tags``); None if neither."""
+    category = str(metadata.get('category') or '').strip()
+    if category:
+        return category
+    tags = [t.strip() for t in str(metadata.get('tags') or '').split(',')]
+    return next((t for t in tags if t and t.lower() not in NOT_A_CATEGORY_TAGS), None)
+
+
+def answer_category(docs: list[Document], cited: list[int]) -> Optional[str]:
+    """The topic of an answer, from the metadata of the fragments it cites (all fragments when it cites none).
+
+    The category or tag given at ingestion that most of those fragments carry (ties: the one cited first), else the
+    title of the top cited fragment's document (its file name when it has no title). None without fragments.
+
+    Args:
+        docs (list[Document]): the fragments given to the model, numbered from 1
+        cited (list[int]): the fragment numbers the answer cites, in order of first citation
+
+    Returns:
+        str | None: the category
+    """
+    chosen = [docs[n - 1] for n in cited if 1 <= n <= len(docs)] or list(docs)
+    if not chosen:
+        return None
+    categories = [c for c in (document_category(d.metadata) for d in chosen) if c]
+    if categories:
+        return Counter(categories).most_common(1)[0][0]  # most_common keeps first-seen order among ties
+    metadata = chosen[0].metadata
+    title = str(metadata.get('title') or '').strip()
+    return title or metadata.get('source') or metadata.get('source_id') or None

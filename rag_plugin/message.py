@@ -43,10 +43,13 @@ class RAGMessage:
         sources (list[dict]): ``{n, source, page, chunk_id, score, cited}`` per fragment, ``n`` being the number
             the answer's ``[n]`` markers use; those the answer cites first
         confidence (str): ``high``, ``medium`` or ``low``
-        abstained (bool): True when nothing relevant was found and the LLM was not called
+        abstained (bool): True when nothing relevant was found (the LLM was not called) or a generative LLM replied
+            that the fragments do not contain the answer; the answer is then the RAG's ``not_found_answer``
         degraded (bool): True when the LLM failed and the extractive answerer answered instead
         query (str): the query that was actually searched (a rewrite of the question in a conversation)
         cited (list[int]): the fragment numbers the answer cites (1-based, valid ones only)
+        category (str | None): the topic of the answer: the category or tag its cited documents were given at
+            ingestion, else the title of the top cited document; None when abstaining
 
     Attributes:
         llm_name (str): the name of the LLM that generated the answer
@@ -59,11 +62,13 @@ class RAGMessage:
         degraded (bool): whether the answer comes from the fallback answerer
         query (str): the searched query
         cited (list[int]): the fragment numbers the answer cites
+        category (str | None): the topic of the answer (None when abstaining)
     """
 
     def __init__(self, llm_name: str, question: str, answer: str, docs: list[Document],
                  sources: Optional[list[dict]] = None, confidence: str = 'low', abstained: bool = False,
-                 degraded: bool = False, query: Optional[str] = None, cited: Optional[list[int]] = None):
+                 degraded: bool = False, query: Optional[str] = None, cited: Optional[list[int]] = None,
+                 category: Optional[str] = None):
         self.llm_name: str = llm_name
         self.question: str = question
         self.answer: str = answer
@@ -74,6 +79,7 @@ class RAGMessage:
         self.degraded: bool = degraded
         self.query: str = query or question
         self.cited: list[int] = cited or []
+        self.category: Optional[str] = category
 
     def to_dict(self) -> dict:
         """Return BBF's keys (``llm_name``, ``question``, ``answer``, ``docs``) plus this plugin's fields."""
@@ -83,6 +89,6 @@ class RAGMessage:
         })
         result.update({
             'sources': self.sources, 'confidence': self.confidence, 'abstained': self.abstained,
-            'degraded': self.degraded, 'query': self.query, 'cited': self.cited,
+            'degraded': self.degraded, 'query': self.query, 'cited': self.cited, 'category': self.category,
         })
         return result

@@ -11,8 +11,10 @@ from langchain_core.vectorstores import VectorStore
 from langchain_text_splitters import TextSplitter
 
 from rag_plugin.augment import DEFAULT_LLM_PROMPT, PromptBuilder
-from rag_plugin.citations import list_sources, resolve_citations
+from rag_plugin.citations import answer_category, list_sources, resolve_citations
+from rag_plugin.context.intents import is_overview_question
 from rag_plugin.generate.extractive import is_extractive
+from rag_plugin.generate.refusal import is_refusal
 from rag_plugin.generate.resilient import (DEFAULT_BREAKER_COOL_DOWN, DEFAULT_BREAKER_FAILURES, DEFAULT_DEADLINE,
                                            Generation, ResilientGenerator)
 from rag_plugin.guard import (DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE, DEFAULT_NOT_FOUND_ANSWER,
@@ -312,6 +314,10 @@ class RAG:
         A caller's mistake raises (a question that is not text, an unsupported filter operator, an unknown LLM, a bad
         ``k``). The question is cleaned of invalid Unicode and cut to :attr:`max_question_chars`.
 
+        An overview question ("what is this about?", "¿en qué me puedes ayudar?") is answered with the documents in
+        scope and their topics (:meth:`ContextEngine.overview`), without a search; a generative LLM's reply that the
+        fragments do not contain the answer becomes an abstention (``refused_by: llm`` in the trace).
+
         Args:
             session (Session): the user's session (for history); mandatory if ``message`` is None
             message (str): the question; the session's last message if none is provided
@@ -346,6 +352,10 @@ class RAG:
         if filter is None and session is not None and hasattr(session, 'get'):
             filter = session.get(SCOPE_KEY)
         check_filter(filter)
+        if is_overview_question(question):  # "what is this about?": the documents and their topics, not a search
+            overview = self._overview(session, question, llm_name, filter)
+            if overview is not None:
+                return overview
         n_history = self.num_previous_messages if num_previous_messages is None else num_previous_messages
         timings: dict[str, float] = {}
         started = time.perf_counter()
@@ -384,9 +394,15 @@ class RAG:
                                 query=query, degraded=bool(generation and generation.degraded))
         else:
             answer, cited = resolve_citations(generation.answer, retrieved)
-            result = RAGMessage(generation.llm_name, question, answer, retrieved,
-                                sources=list_sources(retrieved, cited), confidence=decision.confidence,
-                                degraded=generation.degraded, query=query, cited=cited)
+            if self._llm_refused(llm, generation):  # near-domain answerability is a generative LLM's call
+                refused_by = 'llm'
+                result = RAGMessage(generation.llm_name, question, self.not_found_answer, [], confidence='low',
+                                    abstained=True, query=query)
+            else:
+                result = RAGMessage(generation.llm_name, question, answer, retrieved,
+                                    sources=list_sources(retrieved, cited), confidence=decision.confidence,
+                                    degraded=generation.degraded, query=query, cited=cited,
+                                    category=answer_category(retrieved, cited))
         timings['total'] = time.perf_counter() - started
         self.history.record(session, question, result.to_dict())
         self._remember(session, result)
@@ -397,6 +413,40 @@ class RAG:
         """The query as searched: abbreviations the documents do not use are spelt out ("pwd" -> "password")."""
         knows = self.signals.knows
         return expand(query, knows) if knows is not None else query
+
+    def _overview(self, session: Optional['Session'], question: str, llm_name: str, filter: Optional[dict]
+                  ) -> Optional[RAGMessage]:
+        """Answer an overview question with :meth:`ContextEngine.overview` over the run's scope; None when the scope
+        is a filter the overview cannot follow (the question is then answered as any other) or the store fails."""
+        from rag_plugin.context.scope import Scope
+        scope = Scope.from_filter(filter)
+        if scope is None:
+            return None
+        started = time.perf_counter()
+        try:
+            overview = self.context.overview(scope, llm_name)
+        except Exception as e:  # noqa: BLE001 - the ordinary path reports a broken store to the user
+            logger.error('[RAG] Overview failed: %s: %s', type(e).__name__, e)
+            return None
+        if overview.docs:
+            result = RAGMessage(llm_name, question, overview.answer, overview.docs,
+                                sources=list_sources(overview.docs, overview.cited), confidence='high',
+                                cited=overview.cited, category='overview')
+        else:  # nothing in scope
+            result = RAGMessage(llm_name, question, overview.answer, [], confidence='low', abstained=True)
+        timings = {'overview': time.perf_counter() - started}
+        timings['total'] = timings['overview']
+        self.history.record(session, question, result.to_dict())
+        self._remember(session, result)
+        self._trace(session, result, overview.docs, None, None, timings, route='overview')
+        return result
+
+    @staticmethod
+    def _llm_refused(llm: 'LLM', generation: Generation) -> bool:
+        """Whether a generative LLM (not the extractive answerer, nor the fallback after a failure) replied that the
+        fragments do not contain the answer (:func:`rag_plugin.generate.refusal.is_refusal`)."""
+        return (not generation.degraded and not is_extractive(llm)
+                and is_refusal(generation.answer))
 
     @staticmethod
     def _remember(session: Optional['Session'], result: RAGMessage) -> None:
@@ -439,7 +489,8 @@ class RAG:
     # ---- trace ------------------------------------------------------------------------------------------------------
     def _trace(self, session: Optional['Session'], result: RAGMessage, retrieved: list[Document],
                decision: Optional[GuardDecision], generation: Optional[Generation], timings: dict[str, float],
-               error: Optional[str] = None, note: Optional[str] = None, refused_by: Optional[str] = None) -> None:
+               error: Optional[str] = None, note: Optional[str] = None, refused_by: Optional[str] = None,
+               route: str = 'retrieval') -> None:
         if self.tracer is None:
             return
         if error:
@@ -461,7 +512,10 @@ class RAG:
                                f'{generation.support:.2f})' if refused_by == 'answerer' and generation else None),
             'latency_ms': {stage: round(seconds * 1000, 1) for stage, seconds in timings.items()},
             'answer': result.answer, 'confidence': result.confidence, 'sources': result.sources,
+            'refused_by': refused_by, 'route': route,
         }
+        if refused_by == 'llm':
+            record['llm_answer'] = generation.answer  # the model's own words; the user got not_found_answer
         try:
             self.tracer.write(record)
         except (OSError, ValueError) as e:  # a full disk or text no encoder takes must not cost the reply

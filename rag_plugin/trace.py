@@ -53,10 +53,13 @@ def format_record(record: dict) -> str:
              f"  question: {record.get('question')}"]
     if record.get('query') != record.get('question'):
         lines.append(f"  searched: {record.get('query')}")
-    guard = record.get('guard') or {}
-    lines.append(f"  retrieval: {len(record.get('retrieved', []))} chunk(s), best score {guard.get('best_score')}"
-                 f" vs threshold {guard.get('threshold')} -> {'abstain' if guard.get('abstain') else 'answer'}"
-                 f" ({guard.get('confidence')})")
+    guard = record.get('guard') or {}  # None when the guard did not run (an overview, a store failure)
+    if record.get('route') == 'overview':
+        lines.append(f"  overview: {len(record.get('retrieved', []))} item(s) over the documents in scope (no guard)")
+    else:
+        lines.append(f"  retrieval: {len(record.get('retrieved', []))} chunk(s), best score {guard.get('best_score')}"
+                     f" vs threshold {guard.get('threshold')} -> {'abstain' if guard.get('abstain') else 'answer'}"
+                     f" ({guard.get('confidence')})")
     if guard.get('reason'):
         lines.append(f"  guard: {guard['reason']}")
     if record.get('error'):
@@ -67,6 +70,9 @@ def format_record(record: dict) -> str:
     if generation:
         lines.append(f"  generation: attempts={generation.get('attempts')} degraded={generation.get('degraded')}"
                      + (f" error={generation.get('error')}" if generation.get('error') else ''))
+    if record.get('refused_by'):
+        lines.append(f"  refused by: {record['refused_by']}"
+                     + (f" (it said: {record['llm_answer'][:200]})" if record.get('llm_answer') else ''))
     lines.append('  latency ms: ' + ', '.join(f'{k}={v}' for k, v in stages.items()))
     answer = (record.get('answer') or '').replace('\n', ' ')
     lines.append(f"  answer: {answer[:300]}{'...' if len(answer) > 300 else ''}")

@@ -13,6 +13,8 @@ from typing import Optional
 
 from langchain_core.vectorstores import VectorStore
 
+from rag_plugin.section_spans import SECTION_SPANS_KEY, parse_spans
+
 DOCUMENT_KINDS: dict[str, re.Pattern] = {
     'index': re.compile(r'\b(index|readme|overview|toc|contents|summary|home|introduction|intro|getting started|'
                         r'indice|índice|resumen|introduccion|introducción|inicio)\b', re.I),
@@ -110,7 +112,7 @@ class SourceCatalog:
     def _load(self, collection) -> dict[str, DocumentInfo]:
         documents: dict[str, DocumentInfo] = {}
         if collection is not None:
-            firsts: dict[tuple[str, str], int] = {}  # (source, section) -> first chunk index
+            firsts: dict[tuple[str, str], tuple[int, int]] = {}  # (source, section) -> first (chunk index, offset)
             for metadata in collection.get(include=['metadatas'])['metadatas']:
                 self._add(documents, metadata or {}, firsts)
             for info in documents.values():
@@ -126,7 +128,8 @@ class SourceCatalog:
         return dict(sorted(documents.items()))
 
     @staticmethod
-    def _add(documents: dict[str, DocumentInfo], metadata: dict, firsts: dict[tuple[str, str], int]) -> None:
+    def _add(documents: dict[str, DocumentInfo], metadata: dict,
+             firsts: dict[tuple[str, str], tuple[int, int]]) -> None:
         source_id = metadata.get('source_id') or metadata.get('source')
         if not source_id:
             return
@@ -134,12 +137,13 @@ class SourceCatalog:
         info.title = info.title or str(metadata.get('title') or '')
         info.document_id = info.document_id or str(metadata.get('document_id') or '')
         info.chunks += 1
-        section = metadata.get('section')
-        if section:
-            index = int(metadata.get('chunk_index') or 0)
-            if (source_id, section) not in firsts:
-                info.sections.append(section)
-            firsts[(source_id, section)] = min(index, firsts.get((source_id, section), index))
+        index = int(metadata.get('chunk_index') or 0)
+        spans = parse_spans(metadata.get(SECTION_SPANS_KEY))  # every heading a chunk runs through, in order
+        for offset, section in spans or [(0, metadata.get('section'))]:
+            if section:
+                if (source_id, section) not in firsts:
+                    info.sections.append(section)
+                firsts[(source_id, section)] = min((index, offset), firsts.get((source_id, section), (index, offset)))
         info.tags.update(t for t in str(metadata.get('tags') or '').split(',') if t)
         info.language = info.language or metadata.get('language')
         info.critical = info.critical or is_critical(metadata)

@@ -16,11 +16,12 @@ the RAG's :class:`~rag_plugin.generate.resilient.ResilientGenerator`; if the LLM
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from langchain_core.documents import Document
 
@@ -33,6 +34,7 @@ from rag_plugin.context.intents import (BOOTSTRAP_QUERIES, INTENT_KINDS, SubQuer
 from rag_plugin.context.ranking import Candidate, attach_cosines, chunk_key, fuse, panoramic, rerank
 from rag_plugin.context.scope import ResolvedScope, Scope, resolve_scope
 from rag_plugin.ingest.loaders import without_page_footer
+from rag_plugin.context.suggest import Suggestion, SuggestionChecker, heading_question
 
 if TYPE_CHECKING:
     from rag_plugin.rag import RAG
@@ -159,6 +161,20 @@ class Gathered:
                 for c in self.candidates]
 
 
+@dataclass
+class Overview:
+    """The answer to an overview question (see :meth:`ContextEngine.overview`).
+
+    Attributes:
+        answer (str): the documents in scope with their topics, a short summary and questions to ask, citing ``[n]``
+        docs (list[Document]): the bootstrap's items the answer cites, numbered from 1 (empty: nothing in scope)
+        cited (list[int]): the item numbers the answer cites
+    """
+    answer: str
+    docs: list[Document]
+    cited: list[int]
+
+
 def resolve_outside_code(text: str, docs: list[Document]) -> tuple[str, list[int]]:
     """:func:`~rag_plugin.citations.resolve_citations` on the prose only: ``[n]`` inside code (fenced blocks and
     inline code, where ``args[1]`` is an index) is left alone."""
@@ -198,6 +214,7 @@ class ContextEngine:
         rag.ingestor.on_change.append(self.catalog.invalidate)
         self._vectors: dict[str, list[float]] = {}
         self._lock = threading.Lock()
+        self.suggestion_checker = SuggestionChecker(rag, self._judge)
 
     # ---- public API -------------------------------------------------------------------------------------------------
     def retrieve(self, question: str = '', intent: str = 'auto', mode: str = 'auto', scope: Any = None,
@@ -246,6 +263,41 @@ class ContextEngine:
         else:
             package['synthesis'] = offline
         return package
+
+    def overview(self, scope: Any = None, llm_name: Optional[str] = None, **scope_keywords: Any) -> Overview:
+        """The answer to "what is this about?" / "what can you help me with?": the documents in scope with their
+        topics (section headings), the bootstrap's summary, and questions the RAG answers (:meth:`suggestions`); it
+        cites the bootstrap's items, one per document at least.
+
+        Args:
+            scope (Scope | dict): as :meth:`retrieve`; or keywords ``source_id``, ``source_ref``, ``tags``
+            llm_name (str): the LLM for the summary (default: the RAG's; offline it is extractive)
+        """
+        request = self._request('', 'bootstrap', 'auto', scope, None, scope_keywords)
+        gathered = self._gather(request)
+        docs = gathered.docs
+        if not docs:
+            return Overview(EMPTY_SCOPE_ANSWER, [], [])
+        first_item: dict[str, int] = {}
+        for n, candidate in enumerate(gathered.candidates, start=1):
+            first_item.setdefault(candidate.source_id, n)
+        documents = request.documents[:self.settings.max_documents]
+        lines = [f'I can answer questions about {"this document" if len(request.documents) == 1 else "these documents"}'
+                 f' ({len(request.documents)}):']
+        for info in documents:
+            name = f'{info.title} ({info.source_id})' if info.title and info.title != info.source_id else info.source_id
+            cite = f' [{first_item[info.source_id]}]' if info.source_id in first_item else ''
+            topics = [s for s in info.sections if s != info.title and not summarize.is_generic_section(s)]
+            shown = '; '.join(topics[:6]) + ('; ...' if len(topics) > 6 else '.')
+            lines.append(f'- {name}{cite}' + (f': {shown}' if topics else ''))
+        if len(request.documents) > len(documents):
+            lines.append(f'- and {len(request.documents) - len(documents)} more.')
+        parts = ['\n'.join(lines), self._summary(gathered, self._llm(llm_name))]
+        suggestions = self.suggestions('', 3, request.resolved.scope)
+        if suggestions:
+            parts.append('You could ask, for example:\n' + '\n'.join(f'- {s.question}' for s in suggestions))
+        answer, cited = resolve_outside_code('\n\n'.join(p for p in parts if p), docs)
+        return Overview(answer, docs, cited)
 
     def specific_documents(self, question: str, k: int, scope: Any = None, mode: str = 'auto') -> list[Document]:
         """The specific-intent ranking as plain chunks, without the guard (for :mod:`rag_plugin.evaluation`)."""
@@ -326,12 +378,16 @@ class ContextEngine:
         return Gathered(request, kept)
 
     def _guard(self, request: ContextRequest, docs: list[Document]):
+        """The RAG's guard on a request's items (see :meth:`_judge`)."""
+        return self._judge(request.question, docs, request.mode)
+
+    def _judge(self, question: str, docs: list[Document], mode: str):
         """The RAG's guard, as :meth:`RAG.run` applies it (with the word coverage and vocabulary checks when the
         lexical index is there); code mode checks similarity only (the word index keeps dotted names whole, so those
         checks misjudge code, and they were measured on prose)."""
-        if request.mode == 'codigo':
+        if mode == 'codigo':
             return self.rag.guard.check(docs)
-        return self.rag.guard.check(docs, request.question, self.rag.signals, self.rag.is_generative())
+        return self.rag.guard.check(docs, question, self.rag.signals, self.rag.is_generative())
 
     def _bootstrap(self, request: ContextRequest) -> list[Candidate]:
         settings = self.settings
@@ -487,34 +543,98 @@ class ContextEngine:
         order = [catalog[s] for s in represented if s in catalog] + [d for d in request.documents
                                                                       if d.source_id not in represented]
         known = {t.lower() for t in topics}
-        more = []
+        more: list[tuple[str, str]] = []  # (source_id, section) of the topics not among the items
         for info in order:
             for section in info.sections:
                 if ((info.source_id, section) not in seen and section.lower() not in known and section != info.title
                         and not summarize.is_generic_section(section)):
                     known.add(section.lower())
-                    more.append(section)
+                    more.append((info.source_id, section))
         more = more[:settings.max_topics]
-        return {'topics': more, 'documents': documents[:settings.max_refs], 'sections': sections[:settings.max_refs],
+        return {'topics': [section for _, section in more], 'documents': documents[:settings.max_refs],
+                'sections': sections[:settings.max_refs],
                 'suggested_questions': self._suggestions(gathered, more)}
 
-    def _suggestions(self, gathered: Gathered, more: list[str]) -> list[str]:
+    def _suggestions(self, gathered: Gathered, more: list[tuple[str, str]]) -> list[str]:
+        """Up to five questions the RAG answers from the document each was made from (see
+        :mod:`rag_plugin.context.suggest`): three on topics not among the items, then pending work, rules and history
+        when the scope has such documents."""
         request = gathered.request
-        out: list[str] = []
+        candidates: list[Suggestion] = []
         if request.mode == 'codigo':
-            symbols = [f[0] for c in gathered.candidates if (f := self._focus(request, c.doc.metadata))]
-            symbols += [c.doc.metadata['section'] for c in gathered.candidates if c.doc.metadata.get('section')
-                        and c.doc.metadata.get('language')] + more
-            out += [f'What does {s} do, and where is it used?' for s in dict.fromkeys(symbols)][:3]
+            symbols = [(f[0], c.source_id) for c in gathered.candidates if (f := self._focus(request, c.doc.metadata))]
+            symbols += [(c.doc.metadata['section'], c.source_id) for c in gathered.candidates
+                        if c.doc.metadata.get('section') and c.doc.metadata.get('language')]
+            symbols += [(section, source_id) for source_id, section in more]
+            candidates += [Suggestion(f'What does {symbol} do, and where is it used?', (source_id,))
+                           for symbol, source_id in dict.fromkeys(symbols)]
         else:
-            out += [f'What do the documents say about "{topic}"?' for topic in more[:3]]
-        kinds = set().union(*(d.kinds for d in request.documents)) if request.documents else set()
+            candidates += [Suggestion(question, (source_id,), section) for source_id, section in more
+                           if (question := heading_question(section))]
+        out = self._checked(candidates, 3, request.resolved.filter, request.mode)
         for kind, intent, question in (('backlog', 'pending', 'What work is still pending?'),
                                        ('rules', 'rules', 'What rules and conventions must be followed?'),
                                        ('history', 'history', 'What changed recently, and why?')):
-            if kind in kinds and intent not in request.intents:
-                out.append(question)
-        return out[:5]
+            documents = [d for d in request.documents if kind in d.kinds]
+            if documents and intent not in request.intents:  # the generic question, else one in their own words
+                ways = [Suggestion(question, tuple(d.source_id for d in documents))]
+                ways += [Suggestion(q, (d.source_id,), section) for d in documents for section in [None, *d.sections]
+                         if (q := heading_question(section or d.title))]
+                out += self._checked(ways, 1, request.resolved.filter, request.mode, max_checks=4)
+        return [s.question for s in out][:5]
+
+    def _checked(self, candidates: Iterable[Suggestion], n: int, where: Optional[dict], mode: str,
+                 max_checks: Optional[int] = None) -> list[Suggestion]:
+        """The first ``n`` candidates the RAG answers from their own document, checking at most ``max_checks``."""
+        out: list[Suggestion] = []
+        seen: set[str] = set()
+        checks = 0
+        for candidate in candidates:
+            if len(out) >= n or (max_checks is not None and checks >= max_checks):
+                break
+            if candidate.question.lower() in seen:
+                continue
+            seen.add(candidate.question.lower())
+            checks += 1
+            kept = self.suggestion_checker.check(candidate, where, mode)
+            if kept is not None:
+                out.append(kept)
+        return out
+
+    def suggestions(self, question: str = '', n: int = 3, scope: Any = None, **scope_keywords: Any
+                    ) -> list[Suggestion]:
+        """Questions to propose to a user, each answered by the RAG from the document it was made from: near
+        ``question`` when given (e.g. one the RAG could not answer: the sections its closest chunks are in come
+        first), then across the documents in scope, one section of each document in turn.
+
+        Args:
+            question (str): what the user asked ('' for suggestions across the corpus)
+            n (int): how many
+            scope (Scope | dict): as :meth:`retrieve`; or keywords ``source_id``, ``source_ref``, ``tags``
+
+        Returns:
+            list[Suggestion]: at most ``n`` suggestions (fewer when fewer pass the check)
+        """
+        resolved = resolve_scope(Scope.of(scope, **scope_keywords), self.catalog)
+        if resolved.nothing or n <= 0:
+            return []
+        documents = self.catalog.in_scope(resolved.source_ids, resolved.scope.tags)
+        titles = {d.source_id: d.title for d in documents}
+        pairs: list[tuple[str, str]] = []
+        if question.strip():
+            try:
+                near = self._search(question, self.settings.depth, resolved.filter)
+            except Exception as e:  # noqa: BLE001 - suggestions are a courtesy; the corpus order still works
+                logger.warning('[RAG] Suggestions: search failed (%s: %s)', type(e).__name__, e)
+                near = []
+            pairs += [(d.metadata.get('source_id') or d.metadata.get('source'), d.metadata['section'])
+                      for d in near if d.metadata.get('section')]
+        columns = [[(d.source_id, s) for s in d.sections] for d in documents]
+        pairs += [pair for row in itertools.zip_longest(*columns) for pair in row if pair]
+        candidates = [Suggestion(q, (source_id,), section) for source_id, section in dict.fromkeys(pairs)
+                      if source_id in titles and section != titles[source_id]
+                      and not summarize.is_generic_section(section) and (q := heading_question(section))]
+        return self._checked(candidates, n, resolved.filter, 'documental', max_checks=4 * n + 4)
 
     # ---- answers ----------------------------------------------------------------------------------------------------
     def _answer_text(self, gathered: Gathered, package: dict, llm: Any) -> tuple[str, list[int]]:

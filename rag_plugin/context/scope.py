@@ -59,6 +59,33 @@ class Scope:
             source_id = [str(s) for s in source_id if s] or None
         return cls(source_id, base.get('source_ref') or None, _as_tags(base.get('tags')))
 
+    @classmethod
+    def from_filter(cls, where: Optional[dict]) -> Optional['Scope']:
+        """The scope a metadata filter made by :func:`~rag_plugin.retrieve.scope_filter` stands for (sources and tags;
+        None for any other filter, e.g. one on document ids or pages).
+
+        Args:
+            where (dict): the filter (None: no restriction, the empty scope)
+        """
+        if not where:
+            return cls()
+        clauses = where['$and'] if set(where) == {'$and'} and isinstance(where['$and'], list) else [where]
+        source_id, tags = None, []
+        for clause in clauses:
+            if not isinstance(clause, dict) or len(clause) != 1:
+                return None
+            (key, value), = clause.items()
+            if key == 'source_id' and source_id is None and isinstance(value, str):
+                source_id = value
+            elif (key == 'source_id' and source_id is None and isinstance(value, dict) and set(value) == {'$in'}
+                  and isinstance(value['$in'], list)):
+                source_id = [str(v) for v in value['$in']]
+            elif key.startswith('tag:') and value is True:
+                tags.append(key[len('tag:'):])
+            else:
+                return None
+        return cls(source_id, None, tags)
+
     def to_dict(self) -> dict:
         """The scope as the JSON contract writes it: ``{"sourceId", "sourceRef", "tags"}``."""
         return {'sourceId': self.source_id, 'sourceRef': self.source_ref, 'tags': list(self.tags)}

@@ -177,10 +177,12 @@ def front_matter(text: str) -> tuple[dict, str, int]:
 
 
 def _front_matter_metadata(values: dict) -> dict:
-    """Chunk metadata from front matter: ``critical=True`` and ``tags`` (+ ``tag:<t>`` booleans)."""
+    """Chunk metadata from front matter: ``critical=True``, ``category`` and ``tags`` (+ ``tag:<t>`` booleans)."""
     metadata: dict = {}
     if values.get('critical') is True:
         metadata['critical'] = True
+    if isinstance(values.get('category'), str) and values['category'].strip():
+        metadata['category'] = values['category'].strip()
     tags = values.get('tags') or []
     tags = [t for t in (re.sub(r'[^A-Za-z0-9_.-]+', '_', str(t).strip()).strip('_')
                         for t in (tags if isinstance(tags, list) else str(tags).split(','))) if t]
@@ -192,7 +194,7 @@ def _front_matter_metadata(values: dict) -> dict:
 
 def load_markdown(path: Path, data: bytes) -> LoadedFile:
     """Read a Markdown file; ``#`` headings become sections and the first one the title. Front matter
-    (``critical: true``, ``tags: [a, b]``, ``title: ...``) goes into the metadata of every chunk; chunks get their
+    (``critical: true``, ``tags: [a, b]``, ``category: ...``, ``title: ...``) goes into the metadata of every chunk; chunks get their
     1-based ``line_start``/``line_end``."""
     values, text, skipped = front_matter(_decode_text(data))
     headings = _markdown_headings(text)

@@ -25,6 +25,7 @@ from rag_plugin.ingest.check import StoreCheck, StoreRepair, check_store
 from rag_plugin.ingest.ledger import FileRecord, Ledger, chunk_ids
 from rag_plugin.ingest.loaders import SUPPORTED_EXTENSIONS, LoadedFile, SkipFile, file_digest, load_file
 from rag_plugin.ingest.store import DEFAULT_LOCK_TIMEOUT, ChromaRefresher, chroma_parts, write_lock_for
+from rag_plugin.section_spans import SECTION_SPANS_KEY, encode_spans
 
 logger = logging.getLogger(__name__)
 
@@ -123,11 +124,46 @@ def _normal(text: str) -> str:
 def _section_for(offset: int, headings: list, carried: Optional[str]) -> Optional[str]:
     section = carried
     for heading_offset, heading in headings:
-        if heading_offset <= offset + 40:  # a heading at the very top of a chunk names it
+        if heading_offset <= offset + _HEADING_SLACK:  # a heading at the very top of a chunk names it
             section = heading
         else:
             break
     return section
+
+
+_HEADING_SLACK = 40
+
+
+def section_spans(start: int, length: int, headings: list, carried: Optional[str]) -> list[tuple[int, Optional[str]]]:
+    """The sections a chunk of a page runs through: ``(offset in the chunk, heading)``, the first at 0 (the section in
+    force where the chunk starts; a heading within its first 40 characters names it), then one per heading inside it.
+
+    Args:
+        start (int): the chunk's offset in the page
+        length (int): the chunk's length
+        headings (list[tuple[int, str]]): the page's headings with their offsets
+        carried (str | None): the section in force at the top of the page
+    """
+    spans: list[tuple[int, Optional[str]]] = [(0, _section_for(start, headings, carried))]
+    spans += [(offset - start, heading) for offset, heading in headings
+              if start + _HEADING_SLACK < offset < start + length]
+    return spans
+
+
+def main_section(spans: list[tuple[int, Optional[str]]], length: int) -> Optional[str]:
+    """The section that holds most of a chunk's text (the first of equals): a chunk that starts with the end of one
+    section and goes on with the next is labelled by the next."""
+    sizes = [((spans[i + 1][0] if i + 1 < len(spans) else length) - offset, -i, heading)
+             for i, (offset, heading) in enumerate(spans)]
+    return max(sizes)[2]
+
+
+def chunk_section(start: int, length: int, headings: list, carried: Optional[str]) -> Optional[str]:
+    """A chunk's ``section``: the heading at its very top when it starts with one (a document's title heading names
+    its first chunk), else the section that holds most of its text (:func:`main_section`)."""
+    if any(start <= offset <= start + _HEADING_SLACK for offset, _ in headings):
+        return _section_for(start, headings, carried)
+    return main_section(section_spans(start, length, headings, carried), length)
 
 
 @dataclass
@@ -224,11 +260,14 @@ class Ingestor:
                 if not text.strip():
                     continue
                 start = piece.metadata.get('start_index', 0)
-                chunk_section = _section_for(start, headings, section)
+                spans = section_spans(start, len(text), headings, section)
+                label = chunk_section(start, len(text), headings, section)
                 metadata = {**base, **page_meta, 'chunk_index': len(chunks), 'start_index': start,
                             'content_hash': hashlib.sha256(text.encode('utf-8')).hexdigest()[:16]}
-                if chunk_section:
-                    metadata['section'] = chunk_section
+                if label:
+                    metadata['section'] = label
+                if len(spans) > 1:  # where each section starts, for the section of a snippet (JSON: scalar metadata)
+                    metadata[SECTION_SPANS_KEY] = encode_spans(spans)
                 if isinstance(page_meta.get('line_start'), int) and start >= 0:  # Markdown, code: 1-based lines
                     first = page_meta['line_start'] + page.page_content.count('\n', 0, start)
                     metadata.update(line_start=first, line_end=first + text.count('\n'))

@@ -18,6 +18,8 @@ import html
 import re
 from typing import Any, Optional
 
+from rag_plugin.section_spans import SECTION_SPANS_KEY, parse_spans, section_at
+
 NOT_FOUND_LABEL = 'Not found in the documents'
 """str: the label of an answer that abstained (nothing relevant in the documents)."""
 
@@ -105,9 +107,14 @@ def snippet(content: Any, limit: int = SNIPPET_CHARS, focus: Any = None) -> str:
     With ``focus`` (the answer), the snippet starts at the fragment's sentence that shares the most words with it,
     so that it shows what the answer took from the fragment; otherwise at the start.
     """
+    return _window(content, limit, focus)[1]
+
+
+def _window(content: Any, limit: int = SNIPPET_CHARS, focus: Any = None) -> tuple[int, str]:
+    """The snippet (see :func:`snippet`) and where it starts in the fragment's one-line text."""
     text = _one_line(content)
     if len(text) <= limit:
-        return text
+        return 0, text
     start = 0
     focus_words = _words(_one_line(focus)) if focus else set()
     if focus_words:
@@ -118,7 +125,22 @@ def snippet(content: Any, limit: int = SNIPPET_CHARS, focus: Any = None) -> str:
     window = text[start:start + limit]
     if start + limit < len(text):
         window = (window.rsplit(' ', 1)[0] or window).rstrip(' ,;:.') + ' …'
-    return ('… ' if start else '') + window
+    return start, ('… ' if start else '') + window
+
+
+def snippet_section(content: Any, metadata: dict, start: int) -> Optional[str]:
+    """The section a snippet is in: the heading in force where it starts (``start``, an offset in the fragment's
+    one-line text) when the fragment spans several sections (``section_spans``), else the fragment's ``section``."""
+    spans = parse_spans(metadata.get(SECTION_SPANS_KEY))
+    if not spans:
+        return metadata.get('section')
+    text = '' if content is None else str(content)
+    at = 0  # the snippet's start as an offset in the fragment's own text
+    for offset, _ in spans:
+        before = _one_line(text[:offset])
+        if len(before) + (1 if before else 0) <= start:
+            at = offset
+    return section_at(metadata, at)
 
 
 def _metadata(doc: Any) -> dict:
@@ -161,10 +183,10 @@ def source_html(number: int, doc: Any, cited: bool, focus: Any = None) -> str:
     score = format_score(metadata.get('score'))
     if score is not None:
         parts.append(f'<span class="rag-source-score">score {score}</span>')
-    section = metadata.get('section')
+    start, text = _window(_content(doc), focus=focus if cited else None)
+    section = snippet_section(_content(doc), metadata, start)  # the section the snippet shown is in
     if section not in (None, ''):
         parts.append(f'<span class="rag-source-section">§ {escape(_one_line(section))}</span>')
-    text = snippet(_content(doc), focus=focus if cited else None)
     snippet_html = f'<div class="rag-snippet">“{escape(text)}”</div>' if text else ''
     classes = 'rag-source rag-source-cited' if cited else 'rag-source'
     return f'<div class="{classes}" data-source-number="{number}"><div class="rag-source-head">{"".join(parts)}</div>' \

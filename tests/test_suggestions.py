@@ -1,0 +1,90 @@
+"""Suggestions the bot makes are answerable by construction: every question it proposes on data/pdfs (the
+bootstrap map, /overview, the clarify message) is answered by RAG.run from the document it was made from."""
+import json
+import re
+import runpy
+import shutil
+
+import pytest
+from conftest import ROOT
+
+from rag_plugin.context.suggest import Suggestion, heading_question, in_sentence_case
+
+META_WORDS = re.compile(r'\b(documents?|docs|guides?|say|says|tell me about|mention)\b', re.I)
+NIMBUS_QA = ROOT / 'data' / 'eval' / 'nimbus_qa.jsonl'
+
+
+def unanswerable_questions(n: int) -> list[str]:
+    rows = [json.loads(line) for line in NIMBUS_QA.read_text(encoding='utf-8').splitlines() if line.strip()]
+    return [r['question'] for r in rows if r.get('answerable') is False][:n]
+
+
+def test_a_heading_becomes_a_question_in_its_own_words():
+    assert heading_question('Supported platforms') == 'What about Supported platforms?'
+    assert heading_question('NN-4090: note too large to sync') == 'What about NN-4090: note too large to sync?'
+    assert heading_question('How do I export my notes?') == 'How do I export my notes?'
+    assert heading_question('  Rate   limits: ') == 'What about Rate limits?'
+    assert heading_question('') is None
+    texts = ['Nimbus Notes posts to a Slack channel. Supported platforms are listed below.']
+    assert in_sentence_case('What about Supported platforms?', texts) == 'What about supported platforms?'
+    assert in_sentence_case('What about Slack and Microsoft Teams?', texts) == 'What about Slack and Microsoft Teams?'
+    assert in_sentence_case('What about NN-4090: note too large?', texts) == 'What about NN-4090: note too large?'
+
+
+def sources_by_question(rag) -> dict[str, str]:
+    """Suggested question (lower case) -> the document whose heading it was made from."""
+    out = {}
+    for source_id, info in rag.context.catalog.documents().items():
+        for section in info.sections:
+            question = heading_question(section)
+            if question:
+                out[question.lower()] = source_id
+    return out
+
+
+def assert_answered_from(rag, question: str, source_id: str) -> None:
+    result = rag.run(message=question)
+    assert not result.abstained, (question, result.answer)
+    cited = [s['source'] for s in result.sources if s['cited']]
+    assert source_id in cited, (question, source_id, cited, result.answer)
+
+
+def test_every_suggestion_on_the_sample_corpus_is_answered_from_its_document(make_rag):
+    rag = make_rag()
+    made_from = sources_by_question(rag)
+    proposed: dict[str, str] = {}
+
+    package = rag.retrieve_context('')  # the bootstrap map (also `retrieve` without a question)
+    synthesis = rag.context_plus_summary('')['synthesis']  # what /overview shows
+    shown = re.findall(r'^- (.+\?)$', synthesis.split('To go further:')[-1], flags=re.M)
+    assert package['follow_up_refs']['suggested_questions'] and shown
+    for question in package['follow_up_refs']['suggested_questions'] + shown:
+        assert question.lower() in made_from, question
+        proposed[question] = made_from[question.lower()]
+    # the clarify message: near what the user asked and could not be answered, or across the corpus
+    for asked in [''] + unanswerable_questions(4):
+        suggestions = rag.context.suggestions(asked, n=3)
+        assert len(suggestions) == 3, asked
+        for suggestion in suggestions:
+            assert suggestion.question.lower() in made_from
+            proposed[suggestion.question] = suggestion.source_ids[0]
+
+    assert len(proposed) >= 8
+    for question, source_id in proposed.items():
+        assert not META_WORDS.search(question), question
+        assert_answered_from(rag, question, source_id)
+
+
+def test_a_candidate_the_rag_would_not_answer_from_its_document_is_not_proposed(make_rag):
+    rag = make_rag()
+    checker = rag.context.suggestion_checker
+    good = checker.check(Suggestion('What about Webhooks?', ('integrations_and_api.pdf',), 'Webhooks'))
+    assert good is not None and good.question == 'What about webhooks?'
+    assert checker.check(Suggestion('What about webhooks?', ('accounts_and_billing.pdf',), 'Webhooks')) is None
+    assert checker.check(Suggestion('What about the FIFA World Cup?', ('getting_started.pdf',))) is None
+    # the old wording, which the guard refuses ("the documents never mention: document, say")
+    old = Suggestion('What do the documents say about "Supported platforms"?', ('getting_started.pdf',))
+    assert rag.run(message=old.question).abstained == (checker.check(old) is None)
+    assert checker._cache
+    rag.add_text('Nimbus Notes gift cards are redeemed under Settings > Billing.', {'source_id': 'gift_cards'})
+    assert not checker._cache, 'new documents: the verdicts are judged again'
