@@ -39,3 +39,40 @@ def test_extractive_llm_predict_parses_the_rag_prompt(make_rag):
     prompt = rag.create_prompt([], docs, 'How long are personal access tokens valid?')
     llm = rag._nlp_engine._llms['extractive']
     assert '180 days' in llm.predict(prompt)
+
+
+def test_extractive_reads_each_fragment_once_and_answers_the_same(make_rag, embeddings):
+    from langchain_core.embeddings import Embeddings
+
+    from rag_plugin.generate.extractive import ExtractiveAnswerer, FragmentCache
+
+    class Counting(Embeddings):
+        """The real embeddings, counting the texts of each call."""
+        def __init__(self):
+            self.calls = []
+
+        def embed_documents(self, texts):
+            self.calls.append(len(texts))
+            return embeddings.embed_documents(texts)
+
+        def embed_query(self, text):
+            return self.embed_documents([text])[0]
+
+    rag = make_rag()
+    docs = rag.run_retrieval('How long do deleted notes stay in the trash?')
+    counting = Counting()
+    answerer = ExtractiveAnswerer()
+    first = answerer.answer('How long do deleted notes stay in the trash?', docs, counting)
+    assert counting.calls[0] > 1 + len(docs)  # the question and every sentence of the fragments
+    again = answerer.answer('How long do deleted notes stay in the trash?', docs, counting)
+    other = answerer.answer('Can I restore a note from the trash?', docs, counting)
+    assert counting.calls[1:] == [1, 1]  # then only the question
+    uncached = ExtractiveAnswerer(cache=FragmentCache(max_fragments=0))
+    assert first == again == uncached.answer('How long do deleted notes stay in the trash?', docs, embeddings)
+    assert other == uncached.answer('Can I restore a note from the trash?', docs, embeddings)
+    assert '30 days' in first
+
+    small = FragmentCache(max_fragments=2)
+    for doc in docs:
+        small.get(doc.page_content)
+    assert len(small) == 2  # least recently used dropped

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import math
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
+import numpy as np
 from besser.bot.nlp.llm.llm import LLM
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
@@ -96,6 +99,84 @@ def split_sentences(text: str) -> list[tuple[str, str]]:
     return pieces
 
 
+@dataclass
+class _Fragment:
+    """What the answerer reads from one fragment, computed once per fragment text: its answer sentences as
+    ``(text, position, is_list_item)``, their content words, and ``(embedding model, sentence vectors)`` once
+    embedded."""
+    sentences: list[tuple[str, int, bool]]
+    bags: list[frozenset]
+    vectors: Optional[tuple[Embeddings, np.ndarray]] = None
+
+
+class FragmentCache:
+    """The sentences, words and sentence vectors of recently answered-from fragments, least recently used dropped
+    first, so each fragment is split, tokenised and embedded once instead of on every question. Thread-safe.
+
+    A text's vector does not depend on what it is embedded with (all-MiniLM-L6-v2 on ONNX Runtime and PyTorch give
+    the same bits alone or in a batch), so answers are the same as without the cache.
+
+    Args:
+        max_fragments (int): fragments kept (about 15 KB each with all-MiniLM-L6-v2 vectors)
+
+    Attributes:
+        max_fragments (int): fragments kept
+    """
+
+    def __init__(self, max_fragments: int = 2048):
+        self.max_fragments: int = max_fragments
+        self._items: 'OrderedDict[str, _Fragment]' = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, text: str) -> _Fragment:
+        """The fragment's sentences and words (split and tokenised now if it is not cached)."""
+        with self._lock:
+            fragment = self._items.get(text)
+            if fragment is not None:
+                self._items.move_to_end(text)
+                return fragment
+        fragment = _read_fragment(text)
+        with self._lock:
+            self._items[text] = fragment
+            self._items.move_to_end(text)
+            while len(self._items) > self.max_fragments:
+                self._items.popitem(last=False)
+        return fragment
+
+    @staticmethod
+    def vectors(question: str, fragments: list[_Fragment], embeddings: Embeddings) -> tuple[np.ndarray, np.ndarray]:
+        """The question's vector and the vectors of every sentence of the fragments (one row each, in order). The
+        question and the sentences of fragments this model has not embedded yet are embedded in one call."""
+        known = [f.vectors[1] if f.vectors is not None and f.vectors[0] is embeddings else None for f in fragments]
+        missing = [i for i, vectors in enumerate(known) if vectors is None and fragments[i].sentences]
+        embedded = embeddings.embed_documents([question] + [text for i in missing
+                                                            for text, _, _ in fragments[i].sentences])
+        start = 1
+        for i in missing:
+            end = start + len(fragments[i].sentences)
+            known[i] = np.asarray(embedded[start:end], dtype=np.float32)
+            fragments[i].vectors = (embeddings, known[i])
+            start = end
+        rows = [vectors for vectors in known if vectors is not None and len(vectors)]
+        return np.asarray(embedded[0], dtype=np.float64), np.concatenate(rows).astype(np.float64)
+
+
+def _read_fragment(text: str) -> _Fragment:
+    """Split a fragment into the sentences that can answer (no headings, no sentence cut by the chunk's edges, at
+    least three words) and their content words."""
+    pieces = split_sentences(text)
+    sentences = []
+    for position, (piece, kind) in enumerate(pieces):
+        cut_at_end = position == len(pieces) - 1 and kind == 'sentence' and piece[-1:] not in '.!?:'
+        cut_at_start = position == 0 and piece[:1].islower()  # chunk overlap cut the sentence
+        if kind != 'heading' and not cut_at_end and not cut_at_start and len(_WORD.findall(piece)) >= 3:
+            sentences.append((piece, position, kind == 'item'))
+    return _Fragment(sentences, [frozenset(tokens(piece)) for piece, _, _ in sentences])
+
+
 class ExtractiveAnswerer:
     """Selects the sentences of the fragments most relevant to the question.
 
@@ -103,42 +184,40 @@ class ExtractiveAnswerer:
         max_sentences (int): at most this many sentences (a list counts as its introducing sentence)
         relative_cutoff (float): extra sentences must score at least this fraction of the best one
         max_list_items (int): list items kept after a selected list introduction
+        cache (FragmentCache): where fragments read before are kept (a new one if none is provided)
 
     Attributes:
         max_sentences (int): at most this many sentences
+        cache (FragmentCache): fragments read before
     """
 
-    def __init__(self, max_sentences: int = 3, relative_cutoff: float = 0.75, max_list_items: int = 8):
+    def __init__(self, max_sentences: int = 3, relative_cutoff: float = 0.75, max_list_items: int = 8,
+                 cache: Optional[FragmentCache] = None):
         self.max_sentences: int = max_sentences
         self.relative_cutoff: float = relative_cutoff
         self.max_list_items: int = max_list_items
+        self.cache: FragmentCache = cache if cache is not None else FragmentCache()
 
-    def _sentences(self, docs: list[Document]) -> list[_Sentence]:
-        sentences = []
-        for n, doc in enumerate(docs, start=1):
-            pieces = split_sentences(doc.page_content)
-            for position, (text, kind) in enumerate(pieces):
-                cut_at_end = position == len(pieces) - 1 and kind == 'sentence' and text[-1:] not in '.!?:'
-                cut_at_start = position == 0 and text[:1].islower()  # chunk overlap cut the sentence
-                if kind != 'heading' and not cut_at_end and not cut_at_start and len(_WORD.findall(text)) >= 3:
-                    sentences.append(_Sentence(text, n, position, kind == 'item'))
-        return sentences
-
-    def _score(self, question: str, sentences: list[_Sentence], embeddings: Optional[Embeddings]) -> None:
+    def _score(self, question: str, docs: list[Document], embeddings: Optional[Embeddings]) -> list[_Sentence]:
+        fragments = [self.cache.get(doc.page_content) for doc in docs]
+        sentences = [_Sentence(text, n, position, is_item)
+                     for n, fragment in enumerate(fragments, start=1) for text, position, is_item in fragment.sentences]
+        if not sentences:
+            return sentences
         query = set(tokens(question))
-        bags = [set(tokens(s.text)) for s in sentences]
+        bags = [bag for fragment in fragments for bag in fragment.bags]
         n = len(sentences)
         idf = {t: math.log(1 + n / (1 + sum(t in bag for bag in bags))) for t in query}
         total = sum(idf.values()) or 1.0
         dense = [0.0] * n
-        if embeddings is not None and n:
-            vectors = embeddings.embed_documents([question] + [s.text for s in sentences])
-            q = vectors[0]
-            dense = [sum(a * b for a, b in zip(q, v)) for v in vectors[1:]]
+        if embeddings is not None:
+            q, vectors = self.cache.vectors(question, fragments, embeddings)
+            dense = vectors @ q
         for i, sentence in enumerate(sentences):
             lexical = sum(idf[t] for t in query & bags[i]) / total
             prior = 0.04 / sentence.fragment  # retrieval rank breaks ties
-            sentence.score = (0.5 * lexical + 0.5 * dense[i] if embeddings is not None else lexical) + prior
+            sentence.score = (0.5 * lexical + 0.5 * float(dense[i]) if embeddings is not None else lexical) + prior
+        return sentences
 
     def answer(self, question: str, docs: list[Document], embeddings: Optional[Embeddings] = None) -> str:
         """Return the extractive answer with ``[n]`` citations (empty string when there is no fragment text).
@@ -148,10 +227,9 @@ class ExtractiveAnswerer:
             docs (list[Document]): the fragments, most relevant first
             embeddings (Embeddings): the store's embedding model, to also score by meaning
         """
-        sentences = self._sentences(docs)
+        sentences = self._score(question, docs, embeddings)
         if not sentences:
             return ''
-        self._score(question, sentences, embeddings)
         ranked = sorted(sentences, key=lambda s: -s.score)
         best = ranked[0].score
         chosen = [ranked[0]]
