@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Callable, Optional
 
 from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 from langchain_text_splitters import TextSplitter
 
@@ -19,6 +20,7 @@ from rag_plugin.history import ConversationHistory
 from rag_plugin.ingest import IngestReport, Ingestor, ledger_for
 from rag_plugin.ingest.loaders import PDF_EXTENSIONS
 from rag_plugin.message import RAGMessage
+from rag_plugin.query_memo import RecentQueries
 from rag_plugin.retrieve import default_retriever
 from rag_plugin.rewrite import QueryRewriter
 from rag_plugin.trace import TraceWriter, default_trace_path
@@ -81,6 +83,8 @@ class RAG:
         llm_prompt (str): the default instructions
         k (int): number of chunks to retrieve
         num_previous_messages (int): number of previous messages added to the prompt
+        embeddings (Embeddings | None): the store's embedding model, remembering its recent queries (a turn embeds
+            its query once, for retrieval and for the extractive answerer)
         retriever (HybridRetriever | DenseRetriever): finds scored chunks (hybrid dense + BM25 on Chroma stores)
         guard (RelevanceGuard): decides whether to answer
         prompt_builder (PromptBuilder): builds the prompt
@@ -129,7 +133,9 @@ class RAG:
         self.k: int = k
         self.num_previous_messages: int = num_previous_messages
         self.not_found_answer: str = not_found_answer
-        self.retriever = default_retriever(vector_store)
+        embeddings = getattr(vector_store, 'embeddings', None)
+        self.embeddings: Optional[Embeddings] = RecentQueries(embeddings) if embeddings is not None else None
+        self.retriever = default_retriever(vector_store, embeddings=self.embeddings)
         self.guard = RelevanceGuard(relevance_threshold, min_coverage, max_unknown=max_unknown)
         self.prompt_builder = PromptBuilder(self.llm_prompt)
         self.generator = ResilientGenerator(timeout=llm_timeout, max_attempts=llm_max_attempts)
@@ -317,8 +323,7 @@ class RAG:
         else:
             mark = time.perf_counter()
             prompt = self.create_prompt(history, retrieved, question, llm_prompt)
-            generation = self.generator.generate(llm, prompt, query, retrieved,
-                                                 getattr(self.vector_store, 'embeddings', None), on_partial)
+            generation = self.generator.generate(llm, prompt, query, retrieved, self.embeddings, on_partial)
             timings['generate'] = time.perf_counter() - mark
             answer, cited = resolve_citations(generation.answer, retrieved)
             result = RAGMessage(generation.llm_name, question, answer, retrieved,

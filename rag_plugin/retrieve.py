@@ -20,6 +20,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
 logger = logging.getLogger(__name__)
@@ -291,17 +292,21 @@ class HybridRetriever:
         mmr (bool): diversify the results with maximal marginal relevance
         mmr_lambda (float): MMR trade-off (1 = relevance only)
         reranker (Callable[[str, list[Document]], list[Document]]): re-orders the fused candidates
+        embeddings (Embeddings): embeds the query (default: the store's embedding model)
 
     Attributes:
         vector_store (VectorStore): the store
+        embeddings (Embeddings): embeds the query
         lexical (LexicalIndex): the BM25 index
         fusion (Fusion): the fusion settings
     """
 
     def __init__(self, vector_store: VectorStore, fusion: Optional[Fusion] = None, depth: int = 30,
                  mmr: bool = False, mmr_lambda: float = 0.7,
-                 reranker: Optional[Callable[[str, list[Document]], list[Document]]] = None):
+                 reranker: Optional[Callable[[str, list[Document]], list[Document]]] = None,
+                 embeddings: Optional[Embeddings] = None):
         self.vector_store: VectorStore = vector_store
+        self.embeddings: Embeddings = embeddings or vector_store.embeddings
         self.lexical: LexicalIndex = LexicalIndex(vector_store)
         self.fusion: Fusion = fusion or Fusion()
         self.depth: int = depth
@@ -338,7 +343,7 @@ class HybridRetriever:
         if total == 0:
             return []
         n = min(max(self.depth, k), total)
-        query_vector = self.vector_store.embeddings.embed_query(query)
+        query_vector = self.embeddings.embed_query(query)
         dense = self._dense(query_vector, n, filter)
         fused = self._fuse(dense, self.lexical.search(query, n, filter, refresh=False))
         ranked = sorted(fused, key=lambda cid: -fused[cid])

@@ -148,20 +148,22 @@ class FragmentCache:
 
     @staticmethod
     def vectors(question: str, fragments: list[_Fragment], embeddings: Embeddings) -> tuple[np.ndarray, np.ndarray]:
-        """The question's vector and the vectors of every sentence of the fragments (one row each, in order). The
-        question and the sentences of fragments this model has not embedded yet are embedded in one call."""
+        """The question's vector (a query: retrieval has usually just embedded it, see
+        :class:`~rag_plugin.query_memo.RecentQueries`) and the vectors of every sentence of the fragments (one row
+        each, in order); the sentences of fragments this model has not embedded yet are embedded in one call."""
         known = [f.vectors[1] if f.vectors is not None and f.vectors[0] is embeddings else None for f in fragments]
         missing = [i for i, vectors in enumerate(known) if vectors is None and fragments[i].sentences]
-        embedded = embeddings.embed_documents([question] + [text for i in missing
-                                                            for text, _, _ in fragments[i].sentences])
-        start = 1
+        question_vector = embeddings.embed_query(question)
+        embedded = embeddings.embed_documents([text for i in missing for text, _, _ in fragments[i].sentences]) \
+            if missing else []
+        start = 0
         for i in missing:
             end = start + len(fragments[i].sentences)
             known[i] = np.asarray(embedded[start:end], dtype=np.float32)
             fragments[i].vectors = (embeddings, known[i])
             start = end
         rows = [vectors for vectors in known if vectors is not None and len(vectors)]
-        return np.asarray(embedded[0], dtype=np.float64), np.concatenate(rows).astype(np.float64)
+        return np.asarray(question_vector, dtype=np.float64), np.concatenate(rows).astype(np.float64)
 
 
 def _read_fragment(text: str) -> _Fragment:
