@@ -83,8 +83,8 @@ class RAG:
         llm_prompt (str): the default instructions
         k (int): number of chunks to retrieve
         num_previous_messages (int): number of previous messages added to the prompt
-        embeddings (Embeddings | None): the store's embedding model, remembering its recent queries (a turn embeds
-            its query once, for retrieval and for the extractive answerer)
+        embeddings (Embeddings | None): the store's embedding model, remembering each thread's last queries (a turn
+            embeds its query once, for retrieval and for the extractive answerer)
         retriever (HybridRetriever | DenseRetriever): finds scored chunks (hybrid dense + BM25 on Chroma stores)
         guard (RelevanceGuard): decides whether to answer
         prompt_builder (PromptBuilder): builds the prompt

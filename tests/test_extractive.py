@@ -99,7 +99,9 @@ def test_a_turn_embeds_its_query_once(corpus_store_dir, tmp_path, embeddings):
     assert again.answer == first.answer and len(counting.documents) == documents  # fragments read before
 
 
-def test_recent_queries_remembers_the_last_ones(embeddings):
+def test_recent_queries_remembers_the_last_ones_of_each_thread(embeddings):
+    import threading
+
     from rag_plugin.query_memo import RecentQueries
     counting = Counting(embeddings)
     memo = RecentQueries(counting, size=2)
@@ -109,4 +111,8 @@ def test_recent_queries_remembers_the_last_ones(embeddings):
     memo.embed_query('team plan price')  # the oldest query is dropped
     memo.embed_query('trash retention')
     assert counting.queries == ['trash retention', 'api rate limit', 'team plan price', 'trash retention']
+    other = threading.Thread(target=memo.embed_query, args=('trash retention',))
+    other.start()
+    other.join()
+    assert counting.queries[-1:] == ['trash retention'] and len(counting.queries) == 5  # not another thread's
     assert memo.embed_documents(['a b c']) == embeddings.embed_documents(['a b c'])
