@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
@@ -129,6 +130,26 @@ class DenseRetriever:
         return [_scored(doc, score) for doc, score in sorted(pairs, key=lambda pair: -pair[1])]
 
 
+def _bm25s():
+    """Import bm25s without numba when nothing imported numba yet.
+
+    bm25s imports numba whenever it is installed (BBF 1.5 brings it through librosa), although its default numpy
+    backend, which :class:`LexicalIndex` uses, never calls it: numba and llvmlite took about 55 MB of the bot's memory
+    and 0.2 s of the first question. Hidden during the import, bm25s takes its numpy path (as without numba);
+    a process that already imported numba is left as it is.
+    """
+    if 'bm25s' in sys.modules or 'numba' in sys.modules:
+        import bm25s
+        return bm25s
+    sys.modules['numba'] = None  # makes ``import numba`` raise ImportError, which bm25s handles
+    try:
+        import bm25s
+    finally:
+        if sys.modules.get('numba', 0) is None:
+            del sys.modules['numba']
+    return bm25s
+
+
 class LexicalIndex:
     """A BM25 index (bm25s) over the chunks of a Chroma store, kept in sync with ingestion.
 
@@ -162,7 +183,7 @@ class LexicalIndex:
         self._stale = True
 
     def _reload(self) -> None:
-        from bm25s import BM25
+        BM25 = _bm25s().BM25
 
         from rag_plugin.generate.extractive import tokens
         from rag_plugin.ingest.pipeline import embedding_text
