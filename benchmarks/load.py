@@ -427,6 +427,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                      total=len(questions)))
             out['first_reply_s'] = warm.latencies[0] if warm.latencies else None
             out['warm_errors'] = warm.errors
+            out['rag_warm_mb'] = max(bot.rss() for bot in bots) / MB
 
             print(f'paced: {args.paced_sessions} sessions, a message every {args.interval:g} s each, '
                   f'{args.paced_seconds:g} s ...', flush=True)
@@ -435,6 +436,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 asyncio.run(run_sessions(uris, questions, args.paced_sessions, left(args.paced_seconds), paced,
                                          rag_reply, args.reply_timeout, interval=args.interval))
             done = warm.replies + paced.replies
+            out['rag_paced_mb'] = max(bot.rss() for bot in bots) / MB
 
             print(f'sustained: {args.sessions} sessions as fast as the replies come, at least {args.seconds:g} s and '
                   f'{args.questions} replies in all ...', flush=True)
@@ -502,6 +504,8 @@ def summary(out: dict[str, Any], flat_mb: float) -> str:
                                                       f"{fmt(out.get('bare_after_mb'), ' MB', 0)}", '', ''], 'str'),
         ('demo bot RSS: idle / after', [f"{fmt(out['rag_idle_mb'], '', 0)} / {fmt(out['rag_after_mb'], ' MB', 0)}",
                                         '', ''], 'str'),
+        ('  after the warm-up / the paced phase', [f"{fmt(out['rag_warm_mb'], '', 0)} / "
+                                                   f"{fmt(out['rag_paced_mb'], ' MB', 0)}", '', ''], 'str'),
         ('plugin memory, idle', [fmt(plugin_idle, ' MB', 0), f'<= {TARGET_PLUGIN_MB:g} MB',
                                  ok(None if plugin_idle is None else plugin_idle <= TARGET_PLUGIN_MB)], 'str'),
         (f"plugin memory after {out['questions']:,} questions", [
