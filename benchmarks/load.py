@@ -15,7 +15,7 @@ questions of ``data/eval/nimbus_qa.jsonl``, each session starting at another que
    string) idle, then after ``--questions`` messages: the memory that is BBF's, not the plugin's.
 2. **ingest**: the demo bot's first start ingests the documents; it is stopped, and started again on the store
    (later starts find every file unchanged, as in production), then left idle: the idle memory.
-3. **warm-up**: one session asks every question once (its first reply is the cold one: reported apart).
+3. **warm-up**: one session per bot asks every question once (the first reply is the cold one: reported apart).
 4. **paced**: ``--paced-sessions`` sessions (20) each send a message every ``--interval`` seconds (2) for
    ``--paced-seconds``: reply latency p50 / p95 (send to ``bot_reply_rag``).
 5. **sustained**: ``--sessions`` sessions (50) each send their next question as soon as the reply comes, for
@@ -421,10 +421,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             out['rag_idle_mb'] = max(bot.rss() for bot in bots) / MB
             uris = [bot.uri for bot in bots]
 
-            print('warm-up: one session asks every question once ...', flush=True)
+            print('warm-up: one session per bot asks every question once ...', flush=True)
             warm = Results()
-            asyncio.run(run_sessions(uris[:1], questions, 1, left(args.seconds), warm, rag_reply, args.reply_timeout,
-                                     total=len(questions)))
+            asyncio.run(run_sessions(uris, questions, len(uris), left(args.seconds), warm, rag_reply,
+                                     args.reply_timeout, total=len(questions) * len(uris)))
             out['first_reply_s'] = warm.latencies[0] if warm.latencies else None
             out['warm_errors'] = warm.errors
             out['rag_warm_mb'] = max(bot.rss() for bot in bots) / MB
@@ -502,7 +502,7 @@ def summary(out: dict[str, Any], flat_mb: float) -> str:
          'str'),
         ('bot RSS without the plugin: idle / after', [f"{fmt(out.get('bare_idle_mb'), '', 0)} / "
                                                       f"{fmt(out.get('bare_after_mb'), ' MB', 0)}", '', ''], 'str'),
-        ('demo bot RSS: idle / after', [f"{fmt(out['rag_idle_mb'], '', 0)} / {fmt(out['rag_after_mb'], ' MB', 0)}",
+        ('demo bot RSS: idle / after' + (' (largest replica)' if out['replicas'] > 1 else ''), [f"{fmt(out['rag_idle_mb'], '', 0)} / {fmt(out['rag_after_mb'], ' MB', 0)}",
                                         '', ''], 'str'),
         ('  after the warm-up / the paced phase', [f"{fmt(out['rag_warm_mb'], '', 0)} / "
                                                    f"{fmt(out['rag_paced_mb'], ' MB', 0)}", '', ''], 'str'),
