@@ -487,32 +487,34 @@ def summary(out: dict[str, Any], flat_mb: float) -> str:
     errors = sum(sum(out[k].values()) for k in ('warm_errors', 'paced_errors', 'sustained_errors'))
     plugin_idle, plugin_after = out.get('plugin_idle_mb'), out.get('plugin_after_mb')
     growth = out['growth_second_half_mb']
+    def row(label: str, measured: str, target: str = '', met: Optional[bool] = None, shown: bool = False) -> tuple:
+        return label, [measured, target, ok(met) if shown else ''], 'str'
+
+    def both(a: Optional[float], b: Optional[float], unit: str, digits: int) -> str:
+        return f"{fmt(a, '', digits)} / {fmt(b, unit, digits)}"
+
+    replies_per_s, p95 = out['replies_per_s'], out['p95_s']
+    paced = f"({out['paced_sessions']} sessions, every {out['interval_s']:g} s)"
+    replica = ' (largest replica)' if out['replicas'] > 1 else ''
     rows = [
-        (f"sustained replies/s ({out['sessions']} sessions)", [fmt(out['replies_per_s'], ''), f'>= {TARGET_REPLIES_PER_S:g}',
-          ok(out['replies_per_s'] is not None and out['replies_per_s'] >= TARGET_REPLIES_PER_S)], 'str'),
-        ('  bot CPU per reply (sustained)', [fmt(out['cpu_ms_per_reply'], ' ms', 1), '', ''], 'str'),
-        ('  latency p50 / p95 (sustained)', [f"{fmt(out['sustained_p50_s'], ' s')} / "
-                                             f"{fmt(out['sustained_p95_s'], ' s')}", '', ''], 'str'),
-        (f"latency p50 ({out['paced_sessions']} sessions, every {out['interval_s']:g} s)",
-         [fmt(out['p50_s'], ' s'), '', ''], 'str'),
-        (f"latency p95 ({out['paced_sessions']} sessions, every {out['interval_s']:g} s)",
-         [fmt(out['p95_s'], ' s'), f'< {TARGET_P95_S:g} s', ok(out['p95_s'] is not None and out['p95_s'] < TARGET_P95_S)],
-         'str'),
-        (f"errors ({out['questions']:,} replies)", [f'{errors}', '0', ok(errors == 0)],
-         'str'),
-        ('bot RSS without the plugin: idle / after', [f"{fmt(out.get('bare_idle_mb'), '', 0)} / "
-                                                      f"{fmt(out.get('bare_after_mb'), ' MB', 0)}", '', ''], 'str'),
-        ('demo bot RSS: idle / after' + (' (largest replica)' if out['replicas'] > 1 else ''), [f"{fmt(out['rag_idle_mb'], '', 0)} / {fmt(out['rag_after_mb'], ' MB', 0)}",
-                                        '', ''], 'str'),
-        ('  after the warm-up / the paced phase', [f"{fmt(out['rag_warm_mb'], '', 0)} / "
-                                                   f"{fmt(out['rag_paced_mb'], ' MB', 0)}", '', ''], 'str'),
-        ('plugin memory, idle', [fmt(plugin_idle, ' MB', 0), f'<= {TARGET_PLUGIN_MB:g} MB',
-                                 ok(None if plugin_idle is None else plugin_idle <= TARGET_PLUGIN_MB)], 'str'),
-        (f"plugin memory after {out['questions']:,} questions", [
-            fmt(plugin_after, ' MB', 0), f'<= {TARGET_PLUGIN_MB:g} MB',
-            ok(None if plugin_after is None else plugin_after <= TARGET_PLUGIN_MB)], 'str'),
-        ('  growth over the second half of the questions', [fmt(growth, ' MB', 1), f'<= {flat_mb:g} MB',
-                                                             ok(growth <= flat_mb)], 'str'),
+        row(f"sustained replies/s ({out['sessions']} sessions)", fmt(replies_per_s, ''),
+            f'>= {TARGET_REPLIES_PER_S:g}', replies_per_s is not None and replies_per_s >= TARGET_REPLIES_PER_S, True),
+        row('  bot CPU per reply (sustained)', fmt(out['cpu_ms_per_reply'], ' ms', 1)),
+        row('  latency p50 / p95 (sustained)', both(out['sustained_p50_s'], out['sustained_p95_s'], ' s', 2)),
+        row(f'latency p50 {paced}', fmt(out['p50_s'], ' s')),
+        row(f'latency p95 {paced}', fmt(p95, ' s'), f'< {TARGET_P95_S:g} s', p95 is not None and p95 < TARGET_P95_S,
+            True),
+        row(f"errors ({out['questions']:,} replies)", f'{errors}', '0', errors == 0, True),
+        row('bot RSS without the plugin: idle / after', both(out.get('bare_idle_mb'), out.get('bare_after_mb'), ' MB',
+                                                            0)),
+        row(f'demo bot RSS{replica}: idle / after', both(out['rag_idle_mb'], out['rag_after_mb'], ' MB', 0)),
+        row('  after the warm-up / the paced phase', both(out['rag_warm_mb'], out['rag_paced_mb'], ' MB', 0)),
+        row('plugin memory, idle', fmt(plugin_idle, ' MB', 0), f'<= {TARGET_PLUGIN_MB:g} MB',
+            None if plugin_idle is None else plugin_idle <= TARGET_PLUGIN_MB, True),
+        row(f"plugin memory after {out['questions']:,} questions", fmt(plugin_after, ' MB', 0),
+            f'<= {TARGET_PLUGIN_MB:g} MB', None if plugin_after is None else plugin_after <= TARGET_PLUGIN_MB, True),
+        row('  growth over the second half of the questions', fmt(growth, ' MB', 1), f'<= {flat_mb:g} MB',
+            growth <= flat_mb, True),
     ]
     title = (f"Load: demo bot (bots/rag_bot.py, extractive answerer, data/pdfs), {out['replicas']} replica(s), "
              f"loopback websocket;\nload average {out['load_average_start']:.2f} at the start, "

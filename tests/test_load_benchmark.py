@@ -37,7 +37,8 @@ def test_payloads_are_judged_against_the_question_asked():
     assert rag_reply(outage, question) == 'store unavailable'
     assert bare_reply({'action': 'bot_reply_str', 'message': 'Hi!'}, question) is None
     assert bare_reply({'action': 'bot_reply_str', 'message': f'You asked: {question}'}, question) == ''
-    assert bare_reply({'action': 'bot_reply_str', 'message': 'You asked: other'}, question) == 'reply to another question'
+    other = {'action': 'bot_reply_str', 'message': 'You asked: other'}
+    assert bare_reply(other, question) == 'reply to another question'
 
 
 def test_quota_bounds_the_messages_of_all_sessions():
