@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Callable, Optional
 
 from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 from langchain_text_splitters import TextSplitter
 
@@ -25,6 +26,7 @@ from rag_plugin.ingest import IngestReport, Ingestor, ledger_for
 from rag_plugin.ingest.loaders import PDF_EXTENSIONS
 from rag_plugin.inputs import DEFAULT_MAX_QUESTION_CHARS, check_filter, check_question, cut_question
 from rag_plugin.message import RAGMessage
+from rag_plugin.query_memo import RecentQueries
 from rag_plugin.retrieve import default_retriever
 from rag_plugin.text.abbreviations import expand
 from rag_plugin.rewrite import QueryRewriter
@@ -96,6 +98,8 @@ class RAG:
         llm_prompt (str): the default instructions
         k (int): number of chunks to retrieve
         num_previous_messages (int): number of previous messages added to the prompt
+        embeddings (Embeddings | None): the store's embedding model, remembering each thread's last queries (a turn
+            embeds its query once, for retrieval and for the extractive answerer)
         retriever (HybridRetriever | DenseRetriever): finds scored chunks (hybrid dense + BM25 on Chroma stores)
         guard (RelevanceGuard): decides whether to answer
         prompt_builder (PromptBuilder): builds the prompt
@@ -150,7 +154,9 @@ class RAG:
         self.num_previous_messages: int = num_previous_messages
         self.not_found_answer: str = not_found_answer
         self.max_question_chars: int = max_question_chars
-        self.retriever = default_retriever(vector_store)
+        embeddings = getattr(vector_store, 'embeddings', None)
+        self.embeddings: Optional[Embeddings] = RecentQueries(embeddings) if embeddings is not None else None
+        self.retriever = default_retriever(vector_store, embeddings=self.embeddings)
         self.guard = RelevanceGuard(relevance_threshold, min_coverage, max_unknown=max_unknown)
         self.prompt_builder = PromptBuilder(self.llm_prompt)
         self.generator = ResilientGenerator(timeout=llm_timeout, max_attempts=llm_max_attempts,
@@ -164,7 +170,6 @@ class RAG:
         self._check_store()
         self.history = ConversationHistory(max_history_turns)
         self.rewriter = QueryRewriter(rewrite_queries)
-        embeddings = getattr(vector_store, 'embeddings', None)
         self._word_similarity = WordSimilarity(embeddings) if embeddings is not None else None
         trace_file = trace_file or default_trace_path()
         self.tracer: Optional[TraceWriter] = TraceWriter(trace_file) if trace_file else None
@@ -383,8 +388,7 @@ class RAG:
         if not decision.abstain:
             mark = time.perf_counter()
             prompt = self.create_prompt(history, retrieved, question, llm_prompt)
-            generation = self.generator.generate(llm, prompt, question, retrieved,
-                                                 getattr(self.vector_store, 'embeddings', None), on_partial,
+            generation = self.generator.generate(llm, prompt, question, retrieved, self.embeddings, on_partial,
                                                  query, decision.by_meaning, deadline)
             timings['generate'] = time.perf_counter() - mark
             if not generation.answer.strip():  # the extractive answerer found no sentence that answers

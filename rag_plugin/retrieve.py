@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import numpy as np
 from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
 from rag_plugin.text import found, tokens, weight_share
@@ -135,6 +137,26 @@ class DenseRetriever:
         return [_scored(doc, score) for doc, score in sorted(pairs, key=lambda pair: -pair[1])]
 
 
+def _bm25s():
+    """Import bm25s without numba when nothing imported numba yet.
+
+    bm25s imports numba whenever it is installed (BBF 1.5 brings it through librosa), although its default numpy
+    backend, which :class:`LexicalIndex` uses, never calls it: numba and llvmlite took about 55 MB of the bot's memory
+    and 0.2 s of the first question. Hidden during the import, bm25s takes its numpy path (as without numba);
+    a process that already imported numba is left as it is.
+    """
+    if 'bm25s' in sys.modules or 'numba' in sys.modules:
+        import bm25s
+        return bm25s
+    sys.modules['numba'] = None  # makes ``import numba`` raise ImportError, which bm25s handles
+    try:
+        import bm25s
+    finally:
+        if sys.modules.get('numba', 0) is None:
+            del sys.modules['numba']
+    return bm25s
+
+
 class LexicalIndex:
     """A BM25 index (bm25s) over the chunks of a Chroma store, kept in sync with ingestion.
 
@@ -168,7 +190,7 @@ class LexicalIndex:
         self._stale = True
 
     def _reload(self) -> None:
-        from bm25s import BM25
+        BM25 = _bm25s().BM25
 
         from rag_plugin.ingest.pipeline import embedding_text
         logging.getLogger('bm25s').setLevel(logging.WARNING)  # its import sets DEBUG: a line per index build
@@ -211,8 +233,12 @@ class LexicalIndex:
             return {i: self._by_id[i] for i in ids if i in self._by_id}
 
     def _frequencies(self) -> dict[str, int]:
-        """Document frequency of every word of the (fresh) index; call with the lock held."""
-        self._ensure_fresh()
+        """Document frequency of every word of the index as last refreshed; call with the lock held.
+
+        The guard asks for many words per question, right after the retrieval that checked the store for changes:
+        asking the store again for each word took a SQLite count each (about a fifth of a reply's CPU)."""
+        if self._stale:
+            self._reload()
         if self._df is None:
             counts: dict[str, int] = {}
             for terms in self._tokens.values():
@@ -296,9 +322,11 @@ class HybridRetriever:
         mmr (bool): diversify the results with maximal marginal relevance
         mmr_lambda (float): MMR trade-off (1 = relevance only)
         reranker (Callable[[str, list[Document]], list[Document]]): re-orders the fused candidates
+        embeddings (Embeddings): embeds the query (default: the store's embedding model)
 
     Attributes:
         vector_store (VectorStore): the store
+        embeddings (Embeddings): embeds the query
         lexical (LexicalIndex): the BM25 index
         fusion (Fusion): the fusion settings
         before_search (list[Callable[[], None]]): called before each search (e.g. to catch up with another
@@ -307,8 +335,10 @@ class HybridRetriever:
 
     def __init__(self, vector_store: VectorStore, fusion: Optional[Fusion] = None, depth: int = 30,
                  mmr: bool = False, mmr_lambda: float = 0.7,
-                 reranker: Optional[Callable[[str, list[Document]], list[Document]]] = None):
+                 reranker: Optional[Callable[[str, list[Document]], list[Document]]] = None,
+                 embeddings: Optional[Embeddings] = None):
         self.vector_store: VectorStore = vector_store
+        self.embeddings: Embeddings = embeddings or vector_store.embeddings
         self.lexical: LexicalIndex = LexicalIndex(vector_store)
         self.fusion: Fusion = fusion or Fusion()
         self.depth: int = depth
@@ -348,7 +378,7 @@ class HybridRetriever:
         if total == 0:
             return []
         n = min(max(self.depth, k), total)
-        query_vector = self.vector_store.embeddings.embed_query(query)
+        query_vector = self.embeddings.embed_query(query)
         dense = self._dense(query_vector, n, filter)
         fused = self._fuse(dense, self.lexical.search(query, n, filter, refresh=False), query)
         ranked = sorted(fused, key=lambda cid: -fused[cid])

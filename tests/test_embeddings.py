@@ -19,6 +19,13 @@ def test_default_runs_on_onnx_with_pytorchs_vectors(embeddings):
     assert np.allclose(ours[1], embeddings.embed_query(TEXTS[1]), atol=1e-5)
 
 
+def test_a_texts_vector_does_not_depend_on_its_batch(embeddings):
+    # the extractive answerer's fragment cache and the RAG's query memory rely on it for identical answers
+    alone = np.array([embeddings.embed_query(text) for text in TEXTS])
+    assert (np.array(embeddings.embed_documents(TEXTS)) == alone).all()
+    assert (np.array(embeddings.embed_documents(TEXTS[::-1]))[::-1] == alone).all()
+
+
 @pytest.fixture(scope='module')
 def torch_model():
     return SentenceTransformerEmbeddings(backend='torch')._model

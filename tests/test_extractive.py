@@ -1,5 +1,6 @@
 """The offline extractive answerer picks the right sentences, cites them, and is deterministic."""
 import pytest
+from langchain_core.embeddings import Embeddings
 
 
 @pytest.mark.parametrize('question, fact, source, page', [
@@ -39,3 +40,79 @@ def test_extractive_llm_predict_parses_the_rag_prompt(make_rag):
     prompt = rag.create_prompt([], docs, 'How long are personal access tokens valid?')
     llm = rag._nlp_engine._llms['extractive']
     assert '180 days' in llm.predict(prompt)
+
+
+class Counting(Embeddings):
+    """Real embeddings that count what they are asked to embed."""
+
+    def __init__(self, embeddings: Embeddings):
+        self.embeddings = embeddings
+        self.documents: list[int] = []
+        self.queries: list[str] = []
+
+    def embed_documents(self, texts):
+        self.documents.append(len(texts))
+        return self.embeddings.embed_documents(texts)
+
+    def embed_query(self, text):
+        self.queries.append(text)
+        return self.embeddings.embed_query(text)
+
+
+def test_extractive_reads_each_fragment_once_and_answers_the_same(make_rag, embeddings):
+    from rag_plugin.generate.extractive import ExtractiveAnswerer, FragmentCache
+
+    rag = make_rag()
+    docs = rag.run_retrieval('How long do deleted notes stay in the trash?')
+    counting = Counting(embeddings)
+    answerer = ExtractiveAnswerer()
+    first = answerer.answer('How long do deleted notes stay in the trash?', docs, counting)
+    assert counting.documents[0] > len(docs)  # every sentence of the fragments
+    again = answerer.answer('How long do deleted notes stay in the trash?', docs, counting)
+    other = answerer.answer('Can I restore a note from the trash?', docs, counting)
+    assert len(counting.documents) == 1 and len(counting.queries) == 3  # then only the question
+    uncached = ExtractiveAnswerer(cache=FragmentCache(max_fragments=0))
+    assert first == again == uncached.answer('How long do deleted notes stay in the trash?', docs, embeddings)
+    assert other == uncached.answer('Can I restore a note from the trash?', docs, embeddings)
+    assert '30 days' in first
+
+    small = FragmentCache(max_fragments=2)
+    for doc in docs:
+        small.get(doc.page_content)
+    assert len(small) == 2  # least recently used dropped
+
+
+def test_a_turn_embeds_its_query_once(corpus_store_dir, tmp_path, embeddings):
+    import shutil
+
+    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
+    shutil.copytree(corpus_store_dir, tmp_path / 'store')
+    counting = Counting(embeddings)
+    bot = StandaloneBot()
+    ExtractiveLLM(bot)
+    rag = RAG(bot, default_vector_store(str(tmp_path / 'store'), counting), default_splitter(), 'extractive')
+    first = rag.run(message='How long do deleted notes stay in the trash?')
+    assert counting.queries == ['How long do deleted notes stay in the trash?']  # retrieval and answer share it
+    assert '30 days' in first.answer
+    documents = len(counting.documents)
+    again = rag.run(message='How long do deleted notes stay in the trash?')
+    assert again.answer == first.answer and len(counting.documents) == documents  # fragments read before
+
+
+def test_recent_queries_remembers_the_last_ones_of_each_thread(embeddings):
+    import threading
+
+    from rag_plugin.query_memo import RecentQueries
+    counting = Counting(embeddings)
+    memo = RecentQueries(counting, size=2)
+    vector = memo.embed_query('trash retention')
+    assert memo.embed_query('trash retention') == vector == embeddings.embed_query('trash retention')
+    memo.embed_query('api rate limit')
+    memo.embed_query('team plan price')  # the oldest query is dropped
+    memo.embed_query('trash retention')
+    assert counting.queries == ['trash retention', 'api rate limit', 'team plan price', 'trash retention']
+    other = threading.Thread(target=memo.embed_query, args=('trash retention',))
+    other.start()
+    other.join()
+    assert counting.queries[-1:] == ['trash retention'] and len(counting.queries) == 5  # not another thread's
+    assert memo.embed_documents(['a b c']) == embeddings.embed_documents(['a b c'])

@@ -205,3 +205,14 @@ def test_capability_verbs_are_not_taken_for_the_subject():
     decision = RelevanceGuard().check(docs, 'How do I enable two-factor authentication?',
                                       CorpusSignals(lambda t: 1.0, known))
     assert not decision.abstain and decision.unknown == []  # the documents say "turn on"
+
+
+def test_bm25s_is_imported_without_numba_which_stays_importable():
+    import subprocess
+    import sys
+    code = ('import sys\nfrom rag_plugin.retrieve import _bm25s\nbm25s = _bm25s()\n'
+            'assert "numba" not in sys.modules and not bm25s.NUMBA_AVAILABLE\n'
+            'import numba\nassert _bm25s() is bm25s\nprint("ok")')
+    done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120,
+                          cwd=str(ROOT))
+    assert done.stdout.strip() == 'ok', done.stderr

@@ -343,7 +343,7 @@ class ContextEngine:
 
     def _embed(self, text: str) -> Optional[list[float]]:
         """The embedding of a query, cached (the bootstrap's sub-queries are the same every time)."""
-        embeddings = getattr(self.rag.vector_store, 'embeddings', None)
+        embeddings = self.rag.embeddings
         if embeddings is None or not text:
             return None
         vector = self._vectors.get(text)
@@ -518,8 +518,7 @@ class ContextEngine:
     def _generate(self, llm: Any, docs: list[Document], task: str, instructions: str, fallback: str) -> str:
         """Generate from the items only; the extractive ``fallback`` when the LLM fails or says nothing."""
         prompt = self.rag.create_prompt([], docs, task, llm_prompt=instructions)
-        generation = self.rag.generator.generate(llm, prompt, task, docs, getattr(self.rag.vector_store,
-                                                                                  'embeddings', None))
+        generation = self.rag.generator.generate(llm, prompt, task, docs, self.rag.embeddings)
         if generation.degraded or not generation.answer.strip():
             return fallback
         return resolve_outside_code(generation.answer, docs)[0]
@@ -650,8 +649,7 @@ class ContextEngine:
             return summarize.code_answer(request.question, docs, self._focus_map(gathered))
         else:
             prompt = self.rag.create_prompt([], docs, request.question)
-            text = self.rag.generator.generate(llm, prompt, request.question, docs,
-                                               getattr(self.rag.vector_store, 'embeddings', None)).answer
+            text = self.rag.generator.generate(llm, prompt, request.question, docs, self.rag.embeddings).answer
         return resolve_outside_code(text, docs)
 
     def _focus_map(self, gathered: Gathered) -> dict[int, tuple[str, int, int]]:

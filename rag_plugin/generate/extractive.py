@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import math
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
+
+import numpy as np
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
@@ -30,6 +34,86 @@ class _Sentence:
     is_list_item: bool
     score: float = 0.0
     support: float = 0.0
+
+
+@dataclass
+class _Fragment:
+    """What the answerer reads from one fragment, computed once per fragment text: its answer sentences as
+    ``(text, position, is_list_item)``, their content words, and ``(embedding model, sentence vectors)`` once
+    embedded."""
+    sentences: list[tuple[str, int, bool]]
+    bags: list[frozenset]
+    vectors: Optional[tuple[Embeddings, np.ndarray]] = None
+
+
+class FragmentCache:
+    """The sentences, words and sentence vectors of recently answered-from fragments, least recently used dropped
+    first, so each fragment is split, tokenised and embedded once instead of on every question. Thread-safe.
+
+    A text's vector does not depend on what it is embedded with (all-MiniLM-L6-v2 on ONNX Runtime and PyTorch give
+    the same bits alone or in a batch), so answers are the same as without the cache.
+
+    Args:
+        max_fragments (int): fragments kept (about 15 KB each with all-MiniLM-L6-v2 vectors)
+
+    Attributes:
+        max_fragments (int): fragments kept
+    """
+
+    def __init__(self, max_fragments: int = 2048):
+        self.max_fragments: int = max_fragments
+        self._items: 'OrderedDict[str, _Fragment]' = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, text: str) -> _Fragment:
+        """The fragment's sentences and words (split and tokenised now if it is not cached)."""
+        with self._lock:
+            fragment = self._items.get(text)
+            if fragment is not None:
+                self._items.move_to_end(text)
+                return fragment
+        fragment = _read_fragment(text)
+        with self._lock:
+            self._items[text] = fragment
+            self._items.move_to_end(text)
+            while len(self._items) > self.max_fragments:
+                self._items.popitem(last=False)
+        return fragment
+
+    @staticmethod
+    def vectors(question: str, fragments: list[_Fragment], embeddings: Embeddings) -> tuple[np.ndarray, np.ndarray]:
+        """The question's vector (a query: retrieval has usually just embedded it, see
+        :class:`~rag_plugin.query_memo.RecentQueries`) and the vectors of every sentence of the fragments (one row
+        each, in order); the sentences of fragments this model has not embedded yet are embedded in one call."""
+        known = [f.vectors[1] if f.vectors is not None and f.vectors[0] is embeddings else None for f in fragments]
+        missing = [i for i, vectors in enumerate(known) if vectors is None and fragments[i].sentences]
+        question_vector = embeddings.embed_query(question)
+        embedded = embeddings.embed_documents([text for i in missing for text, _, _ in fragments[i].sentences]) \
+            if missing else []
+        start = 0
+        for i in missing:
+            end = start + len(fragments[i].sentences)
+            known[i] = np.asarray(embedded[start:end], dtype=np.float32)
+            fragments[i].vectors = (embeddings, known[i])
+            start = end
+        rows = [vectors for vectors in known if vectors is not None and len(vectors)]
+        return np.asarray(question_vector, dtype=np.float64), np.concatenate(rows).astype(np.float64)
+
+
+def _read_fragment(text: str) -> _Fragment:
+    """Split a fragment into the sentences that can answer (no headings, no sentence cut by the chunk's edges, at
+    least three words) and their content words."""
+    pieces = split_sentences(text)
+    sentences = []
+    for position, (piece, kind) in enumerate(pieces):
+        cut_at_end = position == len(pieces) - 1 and kind == 'sentence' and piece[-1:] not in '.!?:'
+        cut_at_start = position == 0 and piece[:1].islower()  # chunk overlap cut the sentence
+        if kind != 'heading' and not cut_at_end and not cut_at_start and len(WORD.findall(piece)) >= 3:
+            sentences.append((piece, position, kind == 'item'))
+    return _Fragment(sentences, [frozenset(tokens(piece)) for piece, _, _ in sentences])
 
 
 def is_extractive(llm) -> bool:
@@ -77,52 +161,51 @@ class ExtractiveAnswerer:
         relative_cutoff (float): extra sentences must score at least this fraction of the best one
         max_list_items (int): list items kept after a selected list introduction
         min_support (float): abstain (answer '') when the best sentence scores below this (0 never abstains)
+        cache (FragmentCache): where fragments read before are kept (a new one if none is provided)
 
     Attributes:
         max_sentences (int): at most this many sentences
         min_support (float): the support below which the answerer abstains
+        cache (FragmentCache): fragments read before
     """
 
     def __init__(self, max_sentences: int = 3, relative_cutoff: float = 0.75, max_list_items: int = 12,
-                 min_support: float = DEFAULT_MIN_SUPPORT):
+                 min_support: float = DEFAULT_MIN_SUPPORT, cache: Optional[FragmentCache] = None):
         self.max_sentences: int = max_sentences
         self.relative_cutoff: float = relative_cutoff
         self.max_list_items: int = max_list_items
         self.min_support: float = min_support
+        self.cache: FragmentCache = cache if cache is not None else FragmentCache()
 
-    def _sentences(self, docs: list[Document]) -> list[_Sentence]:
-        sentences = []
-        for n, doc in enumerate(docs, start=1):
-            pieces = split_sentences(doc.page_content)
-            for position, (text, kind) in enumerate(pieces):
-                cut_at_end = position == len(pieces) - 1 and kind == 'sentence' and text[-1:] not in '.!?:'
-                cut_at_start = position == 0 and text[:1].islower()  # chunk overlap cut the sentence
-                if kind != 'heading' and not cut_at_end and not cut_at_start and len(WORD.findall(text)) >= 3:
-                    sentences.append(_Sentence(text, n, position, kind == 'item'))
-        return sentences
+    def _read(self, docs: list[Document]) -> tuple[list[_Fragment], list[_Sentence], list[frozenset]]:
+        """The fragments (from the cache), their answer sentences numbered by fragment, and each sentence's words."""
+        fragments = [self.cache.get(doc.page_content) for doc in docs]
+        sentences = [_Sentence(text, n, position, is_item)
+                     for n, fragment in enumerate(fragments, start=1) for text, position, is_item in fragment.sentences]
+        return fragments, sentences, [bag for fragment in fragments for bag in fragment.bags]
 
-    def _score(self, question: str, query: str, sentences: list[_Sentence],
-               embeddings: Optional[Embeddings], synonyms: Optional[dict[str, str]] = None) -> None:
+    def _score(self, question: str, query: str, fragments: list[_Fragment], sentences: list[_Sentence],
+               bags: list[frozenset], embeddings: Optional[Embeddings],
+               synonyms: Optional[dict[str, str]] = None) -> None:
         own = set(tokens(question))
         weights = {t: 1.0 for t in own}
         for word in (synonyms or {}).values():  # the document's word for a question word counts as that word
             weights.update({t: 1.0 for t in tokens(word)})
         weights.update({t: QUERY_TERM_WEIGHT for t in tokens(query) if t not in weights})
-        bags = [set(tokens(s.text)) for s in sentences]
         n = len(sentences)
         idf = {t: w * math.log(1 + n / (1 + sum(t in bag for bag in bags))) for t, w in weights.items()}
         total = sum(idf.values()) or 1.0
         dense = [0.0] * n
         if embeddings is not None and n:
-            texts = [question] + ([query] if query != question else [])
-            vectors = embeddings.embed_documents(texts + [s.text for s in sentences])
-            asked = vectors[:len(texts)]
-            dense = [sum(sum(a * b for a, b in zip(q, v)) for q in asked) / len(asked) for v in vectors[len(texts):]]
+            asked, vectors = self.cache.vectors(question, fragments, embeddings)
+            dense = vectors @ asked
+            if query != question:  # a follow-up: as close to the standalone query as to the words asked
+                dense = (dense + vectors @ np.asarray(embeddings.embed_query(query), dtype=np.float64)) / 2
         quantity = bool(_QUANTITY.search(question))
         for i, sentence in enumerate(sentences):
             lexical = sum(idf[t] for t in weights if t in bags[i]) / total
             bonus = NUMBER_BONUS if quantity and _NUMBER.search(sentence.text) else 0.0
-            sentence.support = (0.5 * lexical + 0.5 * dense[i] if embeddings is not None else lexical) + bonus
+            sentence.support = (0.5 * lexical + 0.5 * float(dense[i]) if embeddings is not None else lexical) + bonus
             sentence.score = sentence.support + 0.04 / sentence.fragment  # retrieval rank breaks ties
 
     def select(self, question: str, docs: list[Document], embeddings: Optional[Embeddings] = None,
@@ -138,10 +221,10 @@ class ExtractiveAnswerer:
             synonyms (dict[str, str]): question words the documents say otherwise, with the documents' word (the
                 guard's matches by meaning: "yearly" -> "annual")
         """
-        sentences = self._sentences(docs)
+        fragments, sentences, bags = self._read(docs)
         if not sentences:
             return Extraction('')
-        self._score(question, query or question, sentences, embeddings, synonyms)
+        self._score(question, query or question, fragments, sentences, bags, embeddings, synonyms)
         ranked = sorted(sentences, key=lambda s: -s.score)
         top = ranked[0]
         if top.support < self.min_support:

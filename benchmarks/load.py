@@ -1,0 +1,570 @@
+"""Load benchmark: the demo bot over BBF's websocket protocol on loopback: replies/s, latency, errors and memory.
+
+Usage::
+
+    python benchmarks/load.py                  # full run (about 5 minutes on 2 cores)
+    python benchmarks/load.py --quick          # smoke run (about 1 minute): few sessions, few questions
+    python benchmarks/load.py --replicas 2     # two bot processes on one store, sessions spread over them
+
+Starts ``bots/rag_bot.py`` (websocket platform without its UI, the offline extractive answerer, trace on, a fresh
+store of ``data/pdfs`` in a temporary folder) in a subprocess on a free 127.0.0.1 port, and chat sessions that speak
+BBF 1.5's websocket protocol (``{"action": "user_message", "message": ...}`` in, ``bot_reply_rag`` out) with the
+questions of ``data/eval/nimbus_qa.jsonl``, each session starting at another question. Phases:
+
+1. **baseline**: the same BBF bot without the plugin (same config, same states, each message answered with a
+   string) idle, then after ``--questions`` messages: the memory that is BBF's, not the plugin's.
+2. **ingest**: the demo bot's first start ingests the documents; it is stopped, and started again on the store
+   (later starts find every file unchanged, as in production), then left idle: the idle memory.
+3. **warm-up**: one session per bot asks every question once (the first reply is the cold one: reported apart).
+4. **paced**: ``--paced-sessions`` sessions (20) each send a message every ``--interval`` seconds (2) for
+   ``--paced-seconds``: reply latency p50 / p95 (send to ``bot_reply_rag``).
+5. **sustained**: ``--sessions`` sessions (50) each send their next question as soon as the reply comes, for
+   ``--seconds`` and until ``--questions`` replies in all (1,000): replies/s, and the bot's CPU time per reply.
+   The bot's memory is sampled every second against the replies so far.
+
+An error is a reply that does not come within ``--reply-timeout``, a closed connection, a reply to another question
+than the one asked (sessions mixed up), or the store-unavailable answer. Everything is bounded: sessions, questions,
+``--max-seconds`` for the whole run; the bots stop with the run (and by themselves if it dies: they watch their
+standard input). Prints one table with the targets; ``--json`` also writes the numbers.
+
+Targets on a 2-core machine: >= 10 replies/s sustained; p95 < 1.5 s with 20 sessions each sending every 2 s; 0
+errors; the plugin's own memory (demo bot RSS minus the same BBF bot without it) <= 400 MB idle, and flat after
+1,000 questions (growth over the second half of the questions <= ``--flat-mb``).
+"""
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks._common import REPO_ROOT, format_table, repo_path, setup_env  # noqa: E402
+
+setup_env()
+
+DEFAULT_QA = 'data/eval/nimbus_qa.jsonl'
+DEFAULT_PDFS = 'data/pdfs'
+
+TARGET_REPLIES_PER_S = 10.0
+TARGET_P95_S = 1.5
+TARGET_PLUGIN_MB = 400.0
+STORE_UNAVAILABLE_PREFIX = "I can't search the documents"
+MB = 1024 * 1024
+
+
+# ---- the bots (run in a subprocess: python benchmarks/load.py --serve rag|bare ...) ---------------------------------
+def bare_bot():
+    """The same BBF bot as the demo bot (config, websocket platform, states), without the plugin: every message is
+    answered with a string. Its memory is BBF's own."""
+    import logging
+
+    from besser.bot.core.bot import Bot
+    from besser.bot.core.session import Session
+    logging.basicConfig(level=logging.INFO, format='{levelname} - {asctime}: {message}', style='{')
+    bot = Bot('bare_bot')
+    bot.load_properties(str(REPO_ROOT / 'bots' / 'config.ini'))
+    bot.use_websocket_platform(use_ui=False)
+    initial_state = bot.new_state('initial_state', initial=True)
+    answer_state = bot.new_state('answer_state')
+
+    def initial_body(session: Session) -> None:
+        session.reply('Hi!')
+
+    def answer_body(session: Session) -> None:
+        session.reply(f'You asked: {session.message}')
+
+    initial_state.set_body(initial_body)
+    initial_state.when_no_intent_matched_go_to(answer_state)
+    answer_state.set_body(answer_body)
+    answer_state.when_no_intent_matched_go_to(answer_state)
+    return bot
+
+
+def serve(kind: str, port: int, workdir: str, pdfs: str, ingest_only: bool, max_seconds: float) -> int:
+    """Run one bot until the standard input closes (the benchmark ended or died) or ``max_seconds`` passed."""
+    import runpy
+
+    from besser.bot.platforms import websocket
+    os.environ.update({'RAG_BOT_UI': '0', 'RAG_BOT_PDFS': pdfs, 'RAG_PLUGIN_STORE': os.path.join(workdir, 'store'),
+                       'RAG_PLUGIN_TRACE': os.path.join(workdir, f'trace-{port}.jsonl')})
+    os.environ.pop('OPENAI_API_KEY', None)
+    os.environ.pop('OPENAI_BASE_URL', None)
+    bot = runpy.run_path(str(REPO_ROOT / 'bots' / 'rag_bot.py'), run_name='rag_bot')['bot'] if kind == 'rag' \
+        else bare_bot()
+    if ingest_only:
+        return 0
+    bot.set_property(websocket.WEBSOCKET_HOST, '127.0.0.1')
+    bot.set_property(websocket.WEBSOCKET_PORT, port)
+    bot.run(sleep=False)
+    done = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    done.wait(max_seconds)
+    stopper = threading.Thread(target=bot.stop, daemon=True)
+    stopper.start()
+    stopper.join(10)
+    os._exit(0)
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+class BotProcess:
+    """A bot in a subprocess (``--serve``): started, awaited until it listens, measured (RSS, CPU time), stopped.
+
+    Args:
+        kind (str): ``rag`` (the demo bot) or ``bare`` (the same BBF bot without the plugin)
+        workdir (str): the folder of the store, the trace and the log
+        pdfs (str): the documents the demo bot ingests
+        max_seconds (float): the bot stops by itself after this long
+    """
+
+    def __init__(self, kind: str, workdir: str, pdfs: str, max_seconds: float):
+        self.kind, self.workdir, self.pdfs, self.max_seconds = kind, workdir, pdfs, max_seconds
+        self.port: int = 0
+        self.process: Optional[subprocess.Popen] = None
+        self.log_path = os.path.join(workdir, f'{kind}-bot.log')
+        self.start_seconds: Optional[float] = None
+
+    def _command(self, port: int, ingest_only: bool = False) -> list[str]:
+        command = [sys.executable, str(Path(__file__).resolve()), '--serve', self.kind, '--port', str(port),
+                   '--workdir', self.workdir, '--pdfs', self.pdfs, '--max-seconds', str(self.max_seconds)]
+        return command + (['--ingest-only'] if ingest_only else [])
+
+    def ingest(self, timeout: float) -> None:
+        """Run the bot's start-up (which ingests) and exit: later starts find the documents unchanged."""
+        with open(self.log_path, 'a') as log:
+            subprocess.run(self._command(0, ingest_only=True), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                           timeout=timeout, check=True, cwd=REPO_ROOT)
+
+    def start(self, timeout: float) -> 'BotProcess':
+        """Start the bot and wait until it accepts connections."""
+        self.port = free_port()
+        started = time.monotonic()
+        log = open(self.log_path, 'a')
+        self.process = subprocess.Popen(self._command(self.port), stdin=subprocess.PIPE, stdout=log, stderr=log,
+                                        cwd=REPO_ROOT)
+        log.close()
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f'the {self.kind} bot exited ({self.process.returncode}); log: {self.log_path}\n'
+                                   + self.log_tail())
+            with contextlib.suppress(OSError), socket.create_connection(('127.0.0.1', self.port), timeout=1):
+                break
+            if time.monotonic() - started > timeout:
+                self.stop()
+                raise TimeoutError(f'the {self.kind} bot did not listen within {timeout:.0f} s; log: {self.log_path}')
+            time.sleep(0.2)
+        self.start_seconds = time.monotonic() - started
+        return self
+
+    @property
+    def uri(self) -> str:
+        return f'ws://127.0.0.1:{self.port}'
+
+    def rss(self) -> int:
+        """Resident memory of the bot process, in bytes."""
+        with open(f'/proc/{self.process.pid}/status') as f:
+            for line in f:
+                if line.startswith('VmRSS:'):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the bot process (all its threads)."""
+        with open(f'/proc/{self.process.pid}/stat') as f:
+            fields = f.read().rsplit(')', 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+    def log_tail(self, lines: int = 20) -> str:
+        with contextlib.suppress(OSError), open(self.log_path, errors='replace') as f:
+            return ''.join(f.readlines()[-lines:])
+        return ''
+
+    def stop(self) -> None:
+        """Close its standard input (it stops itself), then terminate it if it does not."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        with contextlib.suppress(OSError):
+            self.process.stdin.close()
+        try:
+            self.process.wait(15)
+        except subprocess.TimeoutExpired:
+            self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+
+
+# ---- the chat sessions ----------------------------------------------------------------------------------------------
+@dataclass
+class Results:
+    """What the sessions of one phase measured."""
+    latencies: list[float] = field(default_factory=list)
+    errors: dict[str, int] = field(default_factory=dict)
+    replies: int = 0
+
+    def error(self, kind: str) -> None:
+        self.errors[kind] = self.errors.get(kind, 0) + 1
+
+
+class Quota:
+    """At most ``total`` messages sent by all sessions together (``None``: no limit)."""
+
+    def __init__(self, total: Optional[int]):
+        self.left = total
+
+    def take(self) -> bool:
+        if self.left is None:
+            return True
+        if self.left <= 0:
+            return False
+        self.left -= 1
+        return True
+
+
+def rag_reply(payload: dict, question: str) -> Optional[str]:
+    """For the demo bot: ``None`` for a payload that is not the answer; ``''`` for the answer to ``question``, else
+    the kind of error it shows."""
+    if payload.get('action') != 'bot_reply_rag':
+        return None
+    message = payload.get('message') or {}
+    if message.get('question') != question:
+        return 'reply to another question'
+    if str(message.get('answer', '')).startswith(STORE_UNAVAILABLE_PREFIX):
+        return 'store unavailable'
+    return ''
+
+
+def bare_reply(payload: dict, question: str) -> Optional[str]:
+    """For the bot without the plugin: the answer is the string ``You asked: <question>``."""
+    if payload.get('action') != 'bot_reply_str' or payload.get('message') == 'Hi!':
+        return None
+    return '' if payload.get('message') == f'You asked: {question}' else 'reply to another question'
+
+
+async def chat_session(uri: str, questions: list[str], offset: int, results: Results, deadline: float,
+                       quota: Quota, check: Callable[[dict, str], Optional[str]], reply_timeout: float,
+                       interval: Optional[float] = None, start_delay: float = 0.0) -> None:
+    """One user: connect, wait for the greeting, then ask questions in turn (every ``interval`` seconds, or each as
+    soon as the previous reply came) until ``deadline`` (monotonic) or the quota is used up."""
+    from websockets.client import connect
+    from websockets.exceptions import ConnectionClosed
+    await asyncio.sleep(start_delay)
+    try:
+        async with connect(uri, open_timeout=reply_timeout, ping_interval=None, max_size=None) as ws:
+            greeting = json.loads(await asyncio.wait_for(ws.recv(), reply_timeout))
+            if greeting.get('action') != 'bot_reply_str':
+                results.error('no greeting')
+            n = offset
+            next_send = time.monotonic()
+            while time.monotonic() < deadline and quota.take():
+                question = questions[n % len(questions)]
+                n += 1
+                sent = time.monotonic()
+                await ws.send(json.dumps({'action': 'user_message', 'message': question}))
+                outcome = None
+                try:
+                    while outcome is None:
+                        left = sent + reply_timeout - time.monotonic()
+                        payload = json.loads(await asyncio.wait_for(ws.recv(), max(left, 0.001)))
+                        outcome = check(payload, question)
+                        if outcome == 'reply to another question':  # a late reply to a question that timed out
+                            results.error(outcome)
+                            outcome = None
+                except asyncio.TimeoutError:
+                    results.error(f'no reply within {reply_timeout:g} s')
+                    continue
+                if outcome:
+                    results.error(outcome)
+                else:
+                    results.latencies.append(time.monotonic() - sent)
+                    results.replies += 1
+                if interval:
+                    next_send += interval
+                    await asyncio.sleep(max(0.0, next_send - time.monotonic()))
+    except (ConnectionClosed, OSError, asyncio.TimeoutError) as e:
+        results.error(f'connection: {type(e).__name__}')
+
+
+async def run_sessions(uris: list[str], questions: list[str], sessions: int, seconds: float, results: Results,
+                       check: Callable[[dict, str], Optional[str]], reply_timeout: float,
+                       interval: Optional[float] = None, total: Optional[int] = None) -> float:
+    """Run ``sessions`` users spread round-robin over the bots for ``seconds`` (and at most ``total`` messages);
+    return the wall time. Paced users start spread over the first interval."""
+    started = time.monotonic()
+    deadline = started + seconds
+    quota = Quota(total)
+    step = max(1, len(questions) // max(1, sessions))
+    await asyncio.gather(*(
+        chat_session(uris[i % len(uris)], questions, i * step, results, deadline, quota, check, reply_timeout,
+                     interval, start_delay=(interval or 0.0) * i / sessions)
+        for i in range(sessions)))
+    return time.monotonic() - started
+
+
+# ---- measures -------------------------------------------------------------------------------------------------------
+def percentile(values: list[float], q: float) -> Optional[float]:
+    """The ``q``-th percentile (0-100) by linear interpolation between the closest ranks (``None`` if empty)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100.0
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def second_half_growth(samples: list[tuple[int, int]]) -> Optional[int]:
+    """Memory growth over the second half of the replies: the last sample's RSS minus the RSS of the last sample
+    taken at or before half the final reply count (samples are ``(replies so far, rss bytes)`` in time order).
+    ``None`` with fewer than two samples."""
+    if len(samples) < 2:
+        return None
+    final_count, final_rss = samples[-1]
+    middle = [rss for count, rss in samples if count <= final_count / 2]
+    return final_rss - (middle[-1] if middle else samples[0][1])
+
+
+class MemorySampler:
+    """Samples the bots' RSS every ``every`` seconds together with the replies counted so far."""
+
+    def __init__(self, bots: list[BotProcess], count: Callable[[], int], every: float = 1.0):
+        self.samples: list[tuple[int, int]] = []
+        self._bots, self._count, self._every = bots, count, every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every):
+            with contextlib.suppress(OSError):
+                self.samples.append((self._count(), max(bot.rss() for bot in self._bots)))
+
+    def __enter__(self) -> 'MemorySampler':
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def load_questions(path: str) -> list[str]:
+    with open(repo_path(path), encoding='utf-8') as f:
+        return [json.loads(line)['question'] for line in f if line.strip()]
+
+
+# ---- the run --------------------------------------------------------------------------------------------------------
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    questions = load_questions(args.qa)
+    random.Random(0).shuffle(questions)  # neighbouring sessions do not ask related questions in step
+    pdfs = str(repo_path(args.pdfs))
+    out: dict[str, Any] = {'replicas': args.replicas, 'load_average_start': os.getloadavg()[0]}
+    run_deadline = time.monotonic() + args.max_seconds
+
+    def left(phase_seconds: float) -> float:
+        remaining = run_deadline - time.monotonic()
+        if remaining <= 5:
+            raise TimeoutError(f'the run reached --max-seconds {args.max_seconds:g}')
+        return min(phase_seconds, remaining)
+
+    with tempfile.TemporaryDirectory(prefix='rag_load_') as workdir:
+        bot_max = args.max_seconds + 60
+        if not args.no_baseline:
+            print('baseline: the same BBF bot without the plugin ...', flush=True)
+            bare = BotProcess('bare', workdir, pdfs, bot_max)
+            try:
+                bare.start(left(args.start_timeout))
+                time.sleep(args.settle)
+                out['bare_start_s'] = bare.start_seconds
+                out['bare_idle_mb'] = bare.rss() / MB
+                results = Results()
+                asyncio.run(run_sessions([bare.uri], questions, args.sessions, left(args.seconds * 4), results,
+                                         bare_reply, args.reply_timeout, total=args.questions))
+                time.sleep(args.settle)
+                out['bare_after_mb'] = bare.rss() / MB
+                out['bare_replies'] = results.replies
+                out['bare_errors'] = results.errors
+            finally:
+                bare.stop()
+
+        print('demo bot: first start (ingests the documents) ...', flush=True)
+        first = BotProcess('rag', workdir, pdfs, bot_max)
+        started = time.monotonic()
+        first.ingest(left(args.start_timeout * 3))
+        out['ingest_s'] = time.monotonic() - started
+        bots = []
+        try:
+            for _ in range(args.replicas):
+                print(f'demo bot: start {len(bots) + 1} of {args.replicas} on the ingested store ...', flush=True)
+                bots.append(BotProcess('rag', workdir, pdfs, bot_max).start(left(args.start_timeout)))
+            time.sleep(args.settle)
+            out['rag_start_s'] = max(bot.start_seconds for bot in bots)
+            out['rag_idle_mb'] = max(bot.rss() for bot in bots) / MB
+            uris = [bot.uri for bot in bots]
+
+            print('warm-up: one session per bot asks every question once ...', flush=True)
+            warm = Results()
+            asyncio.run(run_sessions(uris, questions, len(uris), left(args.seconds), warm, rag_reply,
+                                     args.reply_timeout, total=len(questions) * len(uris)))
+            out['first_reply_s'] = warm.latencies[0] if warm.latencies else None
+            out['warm_errors'] = warm.errors
+            out['rag_warm_mb'] = max(bot.rss() for bot in bots) / MB
+
+            print(f'paced: {args.paced_sessions} sessions, a message every {args.interval:g} s each, '
+                  f'{args.paced_seconds:g} s ...', flush=True)
+            paced = Results()
+            with MemorySampler(bots, lambda: warm.replies + paced.replies) as paced_memory:
+                asyncio.run(run_sessions(uris, questions, args.paced_sessions, left(args.paced_seconds), paced,
+                                         rag_reply, args.reply_timeout, interval=args.interval))
+            done = warm.replies + paced.replies
+            out['rag_paced_mb'] = max(bot.rss() for bot in bots) / MB
+
+            print(f'sustained: {args.sessions} sessions as fast as the replies come, at least {args.seconds:g} s and '
+                  f'{args.questions} replies in all ...', flush=True)
+            sustained = Results()
+            cpu_before = sum(bot.cpu_seconds() for bot in bots)
+            wall = 0.0
+            with MemorySampler(bots, lambda: done + sustained.replies) as memory:
+                while True:
+                    wall += asyncio.run(run_sessions(uris, questions, args.sessions, left(args.seconds), sustained,
+                                                     rag_reply, args.reply_timeout))
+                    if done + sustained.replies >= args.questions or wall >= args.max_seconds:
+                        break
+            cpu = sum(bot.cpu_seconds() for bot in bots) - cpu_before
+            time.sleep(args.settle)
+            after = max(bot.rss() for bot in bots)
+            samples = paced_memory.samples + memory.samples + [(done + sustained.replies, after)]
+        finally:
+            for bot in bots:
+                bot.stop()
+
+    out.update({
+        'paced_sessions': args.paced_sessions, 'interval_s': args.interval, 'paced_replies': paced.replies,
+        'p50_s': percentile(paced.latencies, 50), 'p95_s': percentile(paced.latencies, 95),
+        'paced_errors': paced.errors,
+        'sessions': args.sessions, 'sustained_replies': sustained.replies, 'sustained_wall_s': wall,
+        'replies_per_s': sustained.replies / wall if wall else None,
+        'sustained_p50_s': percentile(sustained.latencies, 50), 'sustained_p95_s': percentile(sustained.latencies, 95),
+        'cpu_ms_per_reply': 1000 * cpu / sustained.replies if sustained.replies else None,
+        'sustained_errors': sustained.errors,
+        'questions': done + sustained.replies, 'rag_after_mb': after / MB,
+        'growth_second_half_mb': (second_half_growth(samples) or 0) / MB,
+        'load_average_end': os.getloadavg()[0],
+    })
+    if 'bare_idle_mb' in out:
+        out['plugin_idle_mb'] = out['rag_idle_mb'] - out['bare_idle_mb']
+        out['plugin_after_mb'] = out['rag_after_mb'] - out['bare_after_mb']
+    return out
+
+
+def summary(out: dict[str, Any], flat_mb: float) -> str:
+    """The table: measured values beside the targets."""
+    def ok(passed: Optional[bool]) -> str:
+        return 'n/a' if passed is None else ('yes' if passed else 'NO')
+
+    def fmt(value: Optional[float], unit: str, digits: int = 2) -> str:
+        return 'n/a' if value is None else f'{value:,.{digits}f}{unit}'
+
+    errors = sum(sum(out[k].values()) for k in ('warm_errors', 'paced_errors', 'sustained_errors'))
+    plugin_idle, plugin_after = out.get('plugin_idle_mb'), out.get('plugin_after_mb')
+    growth = out['growth_second_half_mb']
+    def row(label: str, measured: str, target: str = '', met: Optional[bool] = None, shown: bool = False) -> tuple:
+        return label, [measured, target, ok(met) if shown else ''], 'str'
+
+    def both(a: Optional[float], b: Optional[float], unit: str, digits: int) -> str:
+        return f"{fmt(a, '', digits)} / {fmt(b, unit, digits)}"
+
+    replies_per_s, p95 = out['replies_per_s'], out['p95_s']
+    paced = f"({out['paced_sessions']} sessions, every {out['interval_s']:g} s)"
+    replica = ' (largest replica)' if out['replicas'] > 1 else ''
+    rows = [
+        row(f"sustained replies/s ({out['sessions']} sessions)", fmt(replies_per_s, ''),
+            f'>= {TARGET_REPLIES_PER_S:g}', replies_per_s is not None and replies_per_s >= TARGET_REPLIES_PER_S, True),
+        row('  bot CPU per reply (sustained)', fmt(out['cpu_ms_per_reply'], ' ms', 1)),
+        row('  latency p50 / p95 (sustained)', both(out['sustained_p50_s'], out['sustained_p95_s'], ' s', 2)),
+        row(f'latency p50 {paced}', fmt(out['p50_s'], ' s')),
+        row(f'latency p95 {paced}', fmt(p95, ' s'), f'< {TARGET_P95_S:g} s', p95 is not None and p95 < TARGET_P95_S,
+            True),
+        row(f"errors ({out['questions']:,} replies)", f'{errors}', '0', errors == 0, True),
+        row('bot RSS without the plugin: idle / after', both(out.get('bare_idle_mb'), out.get('bare_after_mb'), ' MB',
+                                                            0)),
+        row(f'demo bot RSS{replica}: idle / after', both(out['rag_idle_mb'], out['rag_after_mb'], ' MB', 0)),
+        row('  after the warm-up / the paced phase', both(out['rag_warm_mb'], out['rag_paced_mb'], ' MB', 0)),
+        row('plugin memory, idle', fmt(plugin_idle, ' MB', 0), f'<= {TARGET_PLUGIN_MB:g} MB',
+            None if plugin_idle is None else plugin_idle <= TARGET_PLUGIN_MB, True),
+        row(f"plugin memory after {out['questions']:,} questions", fmt(plugin_after, ' MB', 0),
+            f'<= {TARGET_PLUGIN_MB:g} MB', None if plugin_after is None else plugin_after <= TARGET_PLUGIN_MB, True),
+        row('  growth over the second half of the questions', fmt(growth, ' MB', 1), f'<= {flat_mb:g} MB',
+            growth <= flat_mb, True),
+    ]
+    title = (f"Load: demo bot (bots/rag_bot.py, extractive answerer, data/pdfs), {out['replicas']} replica(s), "
+             f"loopback websocket;\nload average {out['load_average_start']:.2f} at the start, "
+             f"{out['load_average_end']:.2f} at the end")
+    table = format_table(title, ['measured', 'target', 'met'], rows, label_width=50, col_width=18)
+    notes = [f"first reply after the start (cold): {fmt(out.get('first_reply_s'), ' s')}",
+             f"start: demo bot {fmt(out.get('rag_start_s'), ' s', 1)} on an ingested store (first ingestion "
+             f"{fmt(out.get('ingest_s'), ' s', 1)}), bot without the plugin {fmt(out.get('bare_start_s'), ' s', 1)}"]
+    errors_seen = {**out['warm_errors'], **out['paced_errors'], **out['sustained_errors']}
+    if errors_seen:
+        notes.append('errors: ' + ', '.join(f'{k}: {v}' for k, v in errors_seen.items()))
+    return table + '\n' + '\n'.join(notes)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--quick', action='store_true',
+                        help='smoke run: 5 sessions for 10 s, 4 paced sessions for 6 s, 100 questions')
+    parser.add_argument('--sessions', type=int, default=50, help='sessions of the sustained phase')
+    parser.add_argument('--seconds', type=float, default=60.0, help='least duration of the sustained phase')
+    parser.add_argument('--questions', type=int, default=1000, help='replies in all before memory is measured')
+    parser.add_argument('--paced-sessions', type=int, default=20, help='sessions of the paced phase')
+    parser.add_argument('--interval', type=float, default=2.0, help='seconds between two messages of a paced session')
+    parser.add_argument('--paced-seconds', type=float, default=30.0, help='duration of the paced phase')
+    parser.add_argument('--replicas', type=int, default=1, help='demo bot processes on one store')
+    parser.add_argument('--reply-timeout', type=float, default=30.0, help='a reply later than this is an error')
+    parser.add_argument('--flat-mb', type=float, default=25.0, help='largest growth that counts as flat')
+    parser.add_argument('--max-seconds', type=float, default=900.0, help='the whole run stops after this long')
+    parser.add_argument('--start-timeout', type=float, default=180.0, help='seconds for a bot to start listening')
+    parser.add_argument('--settle', type=float, default=2.0, help='seconds before memory is read')
+    parser.add_argument('--no-baseline', action='store_true', help='skip the bot without the plugin')
+    parser.add_argument('--qa', default=DEFAULT_QA, help='questions (JSONL with "question")')
+    parser.add_argument('--pdfs', default=DEFAULT_PDFS, help='the documents of the demo bot')
+    parser.add_argument('--json', help='also write the numbers to this file')
+    parser.add_argument('--serve', choices=['rag', 'bare'], help=argparse.SUPPRESS)
+    parser.add_argument('--port', type=int, help=argparse.SUPPRESS)
+    parser.add_argument('--workdir', help=argparse.SUPPRESS)
+    parser.add_argument('--ingest-only', action='store_true', help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve:
+        return serve(args.serve, args.port, args.workdir, args.pdfs, args.ingest_only, args.max_seconds)
+    if args.quick:
+        args.sessions, args.seconds, args.questions = 5, 10.0, 100
+        args.paced_sessions, args.paced_seconds = 4, 6.0
+    out = run(args)
+    print(summary(out, args.flat_mb))
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
