@@ -126,8 +126,12 @@ class SuggestionChecker:
         if candidate.section and candidate.section != top.metadata.get('section') and \
                 _squash(candidate.section) not in _squash(top.page_content):
             return None
-        if getattr(self._guard(candidate.question, docs, mode), 'abstain', True):
+        decision = self._guard(candidate.question, docs, mode)
+        if getattr(decision, 'abstain', True):
             return None
+        if not self.rag.is_generative() and not self.rag.generator.fallback.select(
+                candidate.question, docs, self.rag.embeddings, synonyms=getattr(decision, 'by_meaning', None)).text:
+            return None  # the extractive answerer would find no sentence that answers it
         return in_sentence_case(candidate.question, [d.page_content for d in docs])
 
 
