@@ -23,6 +23,7 @@ If a check fails the RAG abstains: it answers an honest "not in the documents" a
 """
 from __future__ import annotations
 
+import difflib
 import re
 import threading
 from dataclasses import dataclass, field
@@ -31,8 +32,8 @@ from typing import Any, Callable, Iterable, Optional
 import numpy as np
 from langchain_core.documents import Document
 
-from rag_plugin.text import (STOP_WORDS, WORD, fold, found, is_common_english, language, normalise, tokens,
-                             weight_share)
+from rag_plugin.text import (STOP_WORDS, WORD, fold, found, is_common_english, language, normalise, split_parts,
+                             tokens, weight_share)
 from rag_plugin.text.abbreviations import ABBREVIATIONS
 
 DEFAULT_RELEVANCE_THRESHOLD = 0.2
@@ -101,7 +102,6 @@ class Term:
 
 def _misspelt_function_word(surface: str) -> bool:
     """A typo of a function word ("befor", "wich", "anyting"): a rare word one letter from a stop word."""
-    import difflib
     return (len(surface) >= 4 and not is_common_english(surface)
             and bool(difflib.get_close_matches(surface, _FUNCTION_WORDS, n=1, cutoff=0.85)))
 
@@ -130,8 +130,8 @@ def chunk_words(docs: Iterable[Document]) -> dict[str, str]:
             if surface in STOP_WORDS or not any(c.isalpha() for c in surface):
                 continue
             out.setdefault(normalise(surface), surface)
-            for part in re.split(r'[-_./]+', surface):
-                if part and part != surface and part not in STOP_WORDS:
+            for part in split_parts(surface):
+                if part != surface and part not in STOP_WORDS:
                     out.setdefault(normalise(part), part)
     return out
 
@@ -248,17 +248,6 @@ def match_terms(question: str, docs: list[Document], signals: CorpusSignals,
             return signals.knows(token) or bool(spelt_out.get(token)) and all(map(signals.knows, spelt_out[token]))
         result.unknown = [t.token for t in terms if t.token not in result.in_chunks and not known(t.token)]
     return result
-
-
-def term_coverage(question: str, docs: list[Document], signals: CorpusSignals,
-                  word_similarity: float = DEFAULT_WORD_SIMILARITY) -> float:
-    """IDF-weighted share of the question's content words found in the chunks, by form or by meaning (1.0 when it
-    has none)."""
-    match = match_terms(question, docs, signals, word_similarity)
-    if not match.terms:
-        return 1.0
-    tokens_ = [t.token for t in match.terms]
-    return weight_share([t for t in tokens_ if t in match.in_chunks], tokens_, signals.idf or (lambda t: 1.0))
 
 
 @dataclass

@@ -17,7 +17,7 @@ from typing import Callable, Iterable
 from rag_plugin.text.stopwords import CATALAN, ENGLISH, ENGLISH_INFORMAL, SPANISH, STOP_WORDS
 
 __all__ = ['WORD', 'STOP_WORDS', 'words', 'fold', 'normalise', 'tokens', 'split_sentences', 'idf', 'weight_share',
-           'found', 'is_common_english', 'cosine', 'language']
+           'found', 'is_common_english', 'cosine', 'language', 'split_parts', 'is_list_item']
 
 WORD = re.compile(r"[^\W_](?:[\w+#.\-/]*[^\W_]|[\w.\-/]*[+#]+)?")
 """Pattern: a word, in any script: letters and digits, with inner ``. - _ /`` ("prior-authorization", "v2.1",
@@ -146,7 +146,7 @@ def found(term: str, vocabulary) -> bool:
     that is not common English (a typo, a name), as a close spelling ("helth", "gendr")."""
     if term in vocabulary:
         return True
-    parts = [p for p in _SPLIT.split(term) if p]
+    parts = split_parts(term)
     if len(parts) > 1 and all(p in vocabulary or (len(p) > 3 and p.rstrip('s') in vocabulary) for p in parts):
         return True  # "prior-authorization" / "Plan_Details.pdf" written apart in the text
     if len(term) >= 6 and any(w.startswith(term[:-1]) for w in vocabulary):
