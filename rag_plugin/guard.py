@@ -69,6 +69,11 @@ _QUESTION_WORDS = frozenset('much many often long way best good get make use nee
                             'happen mean work doe does explain describe info information detail details thing '
                             'things stuff'.split())
 
+# Words about the documents themselves, not about the subject ("What do the documents *say* about X?", "Does the
+# *guide* *mention* X?"): the bot's own suggestions and many users ask that way.
+_CORPUS_WORDS = frozenset('document documents doc docs guide guides manual manuals handbook say says said mention '
+                          'mentions mentioned talk talks tell tells'.split())
+
 # Verbs that ask whether or how something is available ("How do I *enable* X?", "Does the plan *cover* X?",
 # "Can I *turn on* X?"): the subject is X, and documents word the action their own way ("turn on", "includes").
 _CAPABILITY_VERBS = frozenset('enable enables enabled disable disables allow allows offer offers provide provides '
@@ -113,7 +118,8 @@ def content_terms(question: str) -> list[Term]:
     terms: dict[str, Term] = {}
     for word in WORD.findall(question):
         surface = fold(word)
-        if surface in _FUNCTION_WORDS or surface in _CAPABILITY_VERBS or _misspelt_function_word(surface):
+        if (surface in _FUNCTION_WORDS or surface in _CAPABILITY_VERBS or surface in _CORPUS_WORDS
+                or _misspelt_function_word(surface)):
             continue
         token = normalise(surface)
         if token not in _QUESTION_WORDS and token not in dimension and token not in terms:

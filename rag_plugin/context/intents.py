@@ -211,6 +211,9 @@ _OVERVIEW_FORMS = (
     r"(?:give me |show me |i want |i would like |can i have |could i get )?(?:an? |the )?(?:quick |short |brief )?"
     r"(?:overview|summary|rundown|tour)(?: of (?:" + _EN_DOCS + r"|everything|it all|this|what you know|the content))?",
     r"help(?: me)?",
+    r"what (?:is|s) (?:this|the) (?:product|app|application|tool|service|platform|software|system|thing)"
+    r"(?: (?:and|&) what (?:can|does) it do)?",
+    r"what (?:can|does) (?:this|the) (?:product|app|application|tool|service|platform|software|system) do",
     # Spanish
     rf"de que (?:trata|tratan|va|van|habla|hablan|se trata)(?: (?:esto|eso|todo esto|este (?:bot|asistente|chat|"
     rf"documento|archivo)|el (?:documento|archivo)|{_ES_DOCS}))?",
