@@ -205,11 +205,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
     from rag_plugin import default_vector_store
     from rag_plugin.ingest import ledger_for
     from rag_plugin.ingest.check import check_store
+    from rag_plugin.store import chroma_store
     _require_store(args.store)
     store = default_vector_store(args.store)
     ledger = ledger_for(store)
     records = ledger.all()
-    count = store._collection.count() if hasattr(store, '_collection') else None
+    chroma = chroma_store(store)
+    count = chroma.count() if chroma is not None else None
     check = check_store(store, ledger, detail=True) if args.check else None
     if args.json:
         out = {'chunks_in_store': count, 'documents': [vars(r) for r in records]}

@@ -274,10 +274,10 @@ class RAG:
 
         Args:
             session (Session): the session
-            filter (dict): a metadata filter; or keyword arguments of :func:`rag_plugin.retrieve.scope_filter`
+            filter (dict): a metadata filter; or keyword arguments of :func:`rag_plugin.store.scope_filter`
                 (``source_id``, ``document_id``, ``tags``). No filter and no keywords clear the scope.
         """
-        from rag_plugin.retrieve import scope_filter
+        from rag_plugin.store import scope_filter
         session.set(SCOPE_KEY, filter or scope_filter(**scope))
 
     # ---- the pipeline -----------------------------------------------------------------------------------------------
@@ -287,7 +287,7 @@ class RAG:
         Args:
             question (str): the input query
             k (int): the number of chunks; the RAG's default if none is provided
-            filter (dict): restrict to sources, documents or tags (see :func:`rag_plugin.retrieve.scope_filter`)
+            filter (dict): restrict to sources, documents or tags (see :func:`rag_plugin.store.scope_filter`)
         """
         k = self.k if k is None else k
         self._check_k(k)
@@ -330,7 +330,7 @@ class RAG:
             llm_name (str): the LLM for this run
             k (int): the number of chunks for this run
             num_previous_messages (int): history size for this run (0 disables history)
-            filter (dict): restrict retrieval (see :func:`rag_plugin.retrieve.scope_filter`); default: the session's
+            filter (dict): restrict retrieval (see :func:`rag_plugin.store.scope_filter`); default: the session's
                 scope (:meth:`set_scope`)
             on_partial (Callable[[str], None]): stream the answer: called with the text generated so far while a
                 streaming-capable LLM writes it (not called for abstentions and the extractive answerer, which

@@ -35,6 +35,7 @@ from rag_plugin.context.ranking import Candidate, attach_cosines, chunk_key, fus
 from rag_plugin.context.scope import ResolvedScope, Scope, resolve_scope
 from rag_plugin.ingest.loaders import without_page_footer
 from rag_plugin.context.suggest import Suggestion, SuggestionChecker, heading_question
+from rag_plugin.store import chroma_store
 
 if TYPE_CHECKING:
     from rag_plugin.rag import RAG
@@ -410,15 +411,13 @@ class ContextEngine:
 
     def _marked_critical(self, request: ContextRequest) -> list[Document]:
         """Chunks marked critical at ingestion, in scope (Chroma stores)."""
-        collection = getattr(self.rag.vector_store, '_collection', None)
-        if collection is None:
+        store = chroma_store(self.rag.vector_store)
+        if store is None:
             return []
         where: dict = {'$or': [{'critical': True}, {'tag:critical': True}]}
         if request.resolved.filter:
             where = {'$and': [request.resolved.filter, where]}
-        got = collection.get(where=where, include=['documents', 'metadatas'], limit=self.settings.max_critical)
-        return [Document(page_content=text, metadata=metadata or {})
-                for text, metadata in zip(got['documents'], got['metadatas'])]
+        return store.find(where, limit=self.settings.max_critical)
 
     def _specific(self, request: ContextRequest) -> list[Candidate]:
         settings = self.settings

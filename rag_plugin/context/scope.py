@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from rag_plugin.retrieve import scope_filter
+from rag_plugin.store import scope_filter
 
 if TYPE_CHECKING:
     from rag_plugin.context.catalog import SourceCatalog
@@ -61,7 +61,7 @@ class Scope:
 
     @classmethod
     def from_filter(cls, where: Optional[dict]) -> Optional['Scope']:
-        """The scope a metadata filter made by :func:`~rag_plugin.retrieve.scope_filter` stands for (sources and tags;
+        """The scope a metadata filter made by :func:`~rag_plugin.store.scope_filter` stands for (sources and tags;
         None for any other filter, e.g. one on document ids or pages).
 
         Args:
@@ -112,7 +112,7 @@ class ResolvedScope:
 
     def allows(self, metadata: dict) -> bool:
         """Whether a chunk (by its metadata) is in scope."""
-        from rag_plugin.retrieve import matches
+        from rag_plugin.store import matches
         return not self.nothing and matches(metadata, self.filter)
 
     def narrowed_to(self, source_id: str) -> Optional[dict]:
