@@ -13,6 +13,7 @@ from langchain_text_splitters import TextSplitter
 
 from rag_plugin.augment import DEFAULT_LLM_PROMPT, PromptBuilder
 from rag_plugin.citations import answer_category, list_sources, resolve_citations
+from rag_plugin.components import RAGComponents
 from rag_plugin.context.intents import is_overview_question
 from rag_plugin.generate.extractive import is_extractive
 from rag_plugin.generate.refusal import is_refusal
@@ -156,17 +157,17 @@ class RAG:
         self.max_question_chars: int = max_question_chars
         embeddings = getattr(vector_store, 'embeddings', None)
         self.embeddings: Optional[Embeddings] = RecentQueries(embeddings) if embeddings is not None else None
-        self.retriever = default_retriever(vector_store, embeddings=self.embeddings)
+        self._retriever = default_retriever(vector_store, embeddings=self.embeddings)
         self.guard = RelevanceGuard(relevance_threshold, min_coverage, max_unknown=max_unknown)
         self.prompt_builder = PromptBuilder(self.llm_prompt)
         self.generator = ResilientGenerator(timeout=llm_timeout, max_attempts=llm_max_attempts,
                                             deadline=answer_deadline, breaker_failures=breaker_failures,
                                             breaker_cool_down=breaker_cool_down)
         self.ingestor = Ingestor(vector_store, splitter, ledger_for(vector_store, ledger_path))
-        if hasattr(self.retriever, 'lexical'):
-            self.ingestor.on_change.append(self.retriever.lexical.invalidate)
-            self.ingestor.refresher.on_refresh.append(self.retriever.lexical.invalidate)
-        self.retriever.before_search.append(self.ingestor.refresher.sync)
+        # The hooks call whatever retriever the RAG has at the time (see the ``retriever`` setter).
+        self.ingestor.on_change.append(self._invalidate_lexical)
+        self.ingestor.refresher.on_refresh.append(self._invalidate_lexical)
+        self._retriever.before_search.append(self.ingestor.refresher.sync)
         self._check_store()
         self.history = ConversationHistory(max_history_turns)
         self.rewriter = QueryRewriter(rewrite_queries)
@@ -175,6 +176,39 @@ class RAG:
         self.tracer: Optional[TraceWriter] = TraceWriter(trace_file) if trace_file else None
         self._nlp_engine._rag = self
         self._context = None
+
+    @property
+    def retriever(self):
+        """The retriever (``retrieve(query, k, filter)``): hybrid on Chroma stores, dense on others.
+
+        Another one may be set; ingestion then invalidates its lexical index (if it has one) and it catches up with
+        other processes' writes before each search (if it has ``before_search`` hooks)."""
+        return self._retriever
+
+    @retriever.setter
+    def retriever(self, retriever) -> None:
+        sync = self.ingestor.refresher.sync
+        old_hooks = getattr(self._retriever, 'before_search', None)
+        if old_hooks is not None and sync in old_hooks:
+            old_hooks.remove(sync)
+        self._retriever = retriever
+        hooks = getattr(retriever, 'before_search', None)
+        if hooks is not None and sync not in hooks:
+            hooks.append(sync)
+
+    def _invalidate_lexical(self) -> None:
+        lexical = getattr(self._retriever, 'lexical', None)
+        if lexical is not None:
+            lexical.invalidate()
+
+    def components(self) -> RAGComponents:
+        """The parts of this RAG a stage uses, as they are now (see :class:`~rag_plugin.components.RAGComponents`)."""
+        return RAGComponents(
+            vector_store=self.vector_store, ledger=getattr(self.ingestor, 'ledger', None),
+            on_change=self.ingestor.on_change, retriever=self.retriever, guard=self.guard, signals=self.signals,
+            generator=self.generator, embeddings=self.embeddings, k=self.k, llm_name=self.llm_name,
+            not_found_answer=self.not_found_answer, check_k=self._check_k, find_llm=self._check_llm,
+            create_prompt=self.create_prompt, is_generative=self.is_generative)
 
     @property
     def signals(self) -> CorpusSignals:
@@ -464,7 +498,7 @@ class RAG:
         (created on first use; tune it through ``rag.context.settings``)."""
         if self._context is None:
             from rag_plugin.context import ContextEngine
-            self._context = ContextEngine(self)
+            self._context = ContextEngine(self.components)
         return self._context
 
     def retrieve_context(self, question: str = '', intent: str = 'auto', mode: str = 'auto', **options) -> dict:
