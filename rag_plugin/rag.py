@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import logging
-import time
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Callable, Optional
 
 from langchain_core.documents import Document
@@ -31,7 +29,7 @@ from rag_plugin.query_memo import RecentQueries
 from rag_plugin.retrieve import default_retriever
 from rag_plugin.text.abbreviations import expand
 from rag_plugin.rewrite import QueryRewriter
-from rag_plugin.trace import TraceWriter, default_trace_path
+from rag_plugin.trace import StageTimer, TraceWriter, default_trace_path, run_record
 
 if TYPE_CHECKING:
     from besser.bot.core.bot import Bot
@@ -396,18 +394,16 @@ class RAG:
             if overview is not None:
                 return overview
         n_history = self.num_previous_messages if num_previous_messages is None else num_previous_messages
-        timings: dict[str, float] = {}
-        started = time.perf_counter()
-        history = self.history.get(session, n_history, question)
-        timings['history'] = time.perf_counter() - started
-        mark = time.perf_counter()
-        deadline = self.generator.start()  # the rewrite and the generation share it
-        query = self.rewriter.rewrite(llm, question, history, deadline, self.generator.breaker(llm_name))
-        timings['rewrite'] = time.perf_counter() - mark
+        timer = StageTimer()
+        timings = timer.seconds
+        with timer.stage('history'):
+            history = self.history.get(session, n_history, question)
+        with timer.stage('rewrite'):
+            deadline = self.generator.start()  # the rewrite and the generation share it
+            query = self.rewriter.rewrite(llm, question, history, deadline, self.generator.breaker(llm_name))
         try:
-            mark = time.perf_counter()
-            retrieved = self.retriever.retrieve(self._search_text(query), k, filter)
-            timings['retrieve'] = time.perf_counter() - mark
+            with timer.stage('retrieve'):
+                retrieved = self.retriever.retrieve(self._search_text(query), k, filter)
         except Exception as e:  # noqa: BLE001 - a broken store must not crash the state body
             logger.error('[RAG] Retrieval failed: %s: %s', type(e).__name__, e)
             result = RAGMessage(llm_name, question, STORE_UNAVAILABLE_ANSWER, [], abstained=True, degraded=True,
@@ -420,11 +416,10 @@ class RAG:
         generation = None
         refused_by = 'guard' if decision.abstain else None
         if not decision.abstain:
-            mark = time.perf_counter()
-            prompt = self.create_prompt(history, retrieved, question, llm_prompt)
-            generation = self.generator.generate(llm, prompt, question, retrieved, self.embeddings, on_partial,
-                                                 query, decision.by_meaning, deadline)
-            timings['generate'] = time.perf_counter() - mark
+            with timer.stage('generate'):
+                prompt = self.create_prompt(history, retrieved, question, llm_prompt)
+                generation = self.generator.generate(llm, prompt, question, retrieved, self.embeddings, on_partial,
+                                                     query, decision.by_meaning, deadline)
             if not generation.answer.strip():  # the extractive answerer found no sentence that answers
                 refused_by = 'answerer'
         if refused_by:
@@ -441,7 +436,7 @@ class RAG:
                                     sources=list_sources(retrieved, cited), confidence=decision.confidence,
                                     degraded=generation.degraded, query=query, cited=cited,
                                     category=answer_category(retrieved, cited))
-        timings['total'] = time.perf_counter() - started
+        timings = timer.total()
         self.history.record(session, question, result.to_dict())
         self._remember(session, result)
         self._trace(session, result, retrieved, decision, generation, timings, note=note, refused_by=refused_by)
@@ -460,9 +455,10 @@ class RAG:
         scope = Scope.from_filter(filter)
         if scope is None:
             return None
-        started = time.perf_counter()
+        timer = StageTimer()
         try:
-            overview = self.context.overview(scope, llm_name)
+            with timer.stage('overview'):
+                overview = self.context.overview(scope, llm_name)
         except Exception as e:  # noqa: BLE001 - the ordinary path reports a broken store to the user
             logger.error('[RAG] Overview failed: %s: %s', type(e).__name__, e)
             return None
@@ -472,8 +468,7 @@ class RAG:
                                 cited=overview.cited, category='overview')
         else:  # nothing in scope
             result = RAGMessage(llm_name, question, overview.answer, [], confidence='low', abstained=True)
-        timings = {'overview': time.perf_counter() - started}
-        timings['total'] = timings['overview']
+        timings = timer.total()
         self.history.record(session, question, result.to_dict())
         self._remember(session, result)
         self._trace(session, result, overview.docs, None, None, timings, route='overview')
@@ -531,29 +526,7 @@ class RAG:
                route: str = 'retrieval') -> None:
         if self.tracer is None:
             return
-        if error:
-            outcome = 'error'
-        elif result.abstained:
-            outcome = 'abstained'
-        else:
-            outcome = 'degraded' if result.degraded else 'answered'
-        record = {
-            'time': datetime.now(timezone.utc).isoformat(timespec='milliseconds'),
-            'session_id': getattr(session, 'id', None), 'question': result.question, 'query': result.query,
-            'outcome': outcome, 'refused_by': refused_by, 'llm_name': result.llm_name, 'error': error, 'note': note,
-            'retrieved': [{'chunk_id': d.metadata.get('chunk_id'), 'score': d.metadata.get('score'),
-                           'source': d.metadata.get('source'), 'page': d.metadata.get('page')} for d in retrieved],
-            'guard': vars(decision) if decision else None,
-            'generation': ({'attempts': generation.attempts, 'degraded': generation.degraded,
-                            'error': generation.error, 'support': generation.support} if generation else None),
-            'refusal_reason': ('no sentence of the retrieved fragments answers the question (support '
-                               f'{generation.support:.2f})' if refused_by == 'answerer' and generation else None),
-            'latency_ms': {stage: round(seconds * 1000, 1) for stage, seconds in timings.items()},
-            'answer': result.answer, 'confidence': result.confidence, 'sources': result.sources,
-            'refused_by': refused_by, 'route': route,
-        }
-        if refused_by == 'llm':
-            record['llm_answer'] = generation.answer  # the model's own words; the user got not_found_answer
+        record = run_record(session, result, retrieved, decision, generation, timings, error, note, refused_by, route)
         try:
             self.tracer.write(record)
         except (OSError, ValueError) as e:  # a full disk or text no encoder takes must not cost the reply
