@@ -90,10 +90,6 @@ class Scope:
         """The scope as the JSON contract writes it: ``{"sourceId", "sourceRef", "tags"}``."""
         return {'sourceId': self.source_id, 'sourceRef': self.source_ref, 'tags': list(self.tags)}
 
-    def is_empty(self) -> bool:
-        """True when nothing restricts."""
-        return not (self.source_id or self.source_ref or self.tags)
-
 
 @dataclass
 class ResolvedScope:
@@ -109,11 +105,6 @@ class ResolvedScope:
     filter: Optional[dict]
     source_ids: Optional[list[str]]
     nothing: bool = False
-
-    def allows(self, metadata: dict) -> bool:
-        """Whether a chunk (by its metadata) is in scope."""
-        from rag_plugin.store import matches
-        return not self.nothing and matches(metadata, self.filter)
 
     def narrowed_to(self, source_id: str) -> Optional[dict]:
         """This scope's filter restricted to one source."""
