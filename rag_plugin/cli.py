@@ -354,10 +354,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = with_store(sub.add_parser(
         'serve', help='HTTP API for agents: POST /retrieve, POST /answer, GET /health, docs at /docs',
         description='Serve the context API with uvicorn. Bound to 127.0.0.1 unless --host says otherwise.'))
-    p.add_argument('--host', default='127.0.0.1', help='address to bind (default: %(default)s)')
-    p.add_argument('--port', type=int, default=8000, help='port (default: %(default)s)')
-    p.add_argument('--api-key', help='require this X-API-Key header (default: env RAG_PLUGIN_API_KEY; none: no key)')
-    p.add_argument('--max-body-bytes', type=int, default=64_000, help='larger requests get 413 (default: %(default)s)')
+    from rag_plugin.server import API_KEY_ENV, DEFAULT_HOST, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT
+    p.add_argument('--host', default=DEFAULT_HOST, help='address to bind (default: %(default)s)')
+    p.add_argument('--port', type=int, default=DEFAULT_PORT, help='port (default: %(default)s)')
+    p.add_argument('--api-key', help=f'require this X-API-Key header (default: env {API_KEY_ENV}; none: no key)')
+    p.add_argument('--max-body-bytes', type=int, default=DEFAULT_MAX_BODY_BYTES,
+                   help='larger requests get 413 (default: %(default)s)')
     p.add_argument('--model', help='OpenAI model name (when OpenAI is configured)')
     p.set_defaults(func=cmd_serve)
 
