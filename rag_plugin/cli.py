@@ -205,11 +205,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
     from rag_plugin import default_vector_store
     from rag_plugin.ingest import ledger_for
     from rag_plugin.ingest.check import check_store
+    from rag_plugin.store import chroma_store
     _require_store(args.store)
     store = default_vector_store(args.store)
     ledger = ledger_for(store)
     records = ledger.all()
-    count = store._collection.count() if hasattr(store, '_collection') else None
+    chroma = chroma_store(store)
+    count = chroma.count() if chroma is not None else None
     check = check_store(store, ledger, detail=True) if args.check else None
     if args.json:
         out = {'chunks_in_store': count, 'documents': [vars(r) for r in records]}
@@ -352,10 +354,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = with_store(sub.add_parser(
         'serve', help='HTTP API for agents: POST /retrieve, POST /answer, GET /health, docs at /docs',
         description='Serve the context API with uvicorn. Bound to 127.0.0.1 unless --host says otherwise.'))
-    p.add_argument('--host', default='127.0.0.1', help='address to bind (default: %(default)s)')
-    p.add_argument('--port', type=int, default=8000, help='port (default: %(default)s)')
-    p.add_argument('--api-key', help='require this X-API-Key header (default: env RAG_PLUGIN_API_KEY; none: no key)')
-    p.add_argument('--max-body-bytes', type=int, default=64_000, help='larger requests get 413 (default: %(default)s)')
+    from rag_plugin.server import API_KEY_ENV, DEFAULT_HOST, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT
+    p.add_argument('--host', default=DEFAULT_HOST, help='address to bind (default: %(default)s)')
+    p.add_argument('--port', type=int, default=DEFAULT_PORT, help='port (default: %(default)s)')
+    p.add_argument('--api-key', help=f'require this X-API-Key header (default: env {API_KEY_ENV}; none: no key)')
+    p.add_argument('--max-body-bytes', type=int, default=DEFAULT_MAX_BODY_BYTES,
+                   help='larger requests get 413 (default: %(default)s)')
     p.add_argument('--model', help='OpenAI model name (when OpenAI is configured)')
     p.set_defaults(func=cmd_serve)
 

@@ -17,6 +17,8 @@ from typing import Callable, Optional
 
 from langchain_core.documents import Document
 
+from rag_plugin.store import ChromaStore
+
 Retrieve = Callable[[str, int], list[Document]]
 """A retriever under test: ``(question, k) -> chunks`` (most relevant first; ``metadata['score']`` optional)."""
 
@@ -316,7 +318,7 @@ def bbf_store(pdfs: Path, cache_dir: Path, embeddings):
     from rag_plugin import StandaloneBot, default_splitter, default_vector_store
     store = default_vector_store(str(_cache_folder(cache_dir, pdfs, 'bbf')), embeddings)
     rag = BBFRAG(StandaloneBot(), store, default_splitter(), 'none', k=4)
-    if store._collection.count() == 0:
+    if ChromaStore(store).count() == 0:
         rag.load_pdfs(str(pdfs))
     return rag
 
@@ -397,7 +399,7 @@ def run_evaluation(pdfs: str, qa_files: list[str], ks: tuple[int, ...] = (1, 4, 
     from rag_plugin.defaults import default_embeddings
     from rag_plugin.guard import (DEFAULT_COVERAGE_BELOW, DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE,
                                   DEFAULT_RELEVANCE_THRESHOLD, CorpusSignals, WordSimilarity)
-    from rag_plugin.retrieve import LexicalIndex
+    from rag_plugin.store import LexicalIndex
     threshold = DEFAULT_RELEVANCE_THRESHOLD if threshold is None else threshold
     items = [item for path in qa_files for item in load_qa(path)]
     embeddings = default_embeddings()

@@ -14,7 +14,7 @@ DEFAULT_MAX_QUESTION_CHARS = 4000
 
 FILTER_OPERATORS = frozenset({'$eq', '$ne', '$in', '$nin', '$gt', '$gte', '$lt', '$lte'})
 """frozenset[str]: the comparison operators of a metadata filter (Chroma's ``where``; also what
-:func:`rag_plugin.retrieve.matches` evaluates)."""
+:func:`rag_plugin.store.matches` evaluates)."""
 
 FILTER_LOGICAL = frozenset({'$and', '$or'})
 """frozenset[str]: the logical operators of a metadata filter (each takes a list of filters)."""

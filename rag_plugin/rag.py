@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import logging
-import time
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Callable, Optional
 
 from langchain_core.documents import Document
@@ -13,6 +11,7 @@ from langchain_text_splitters import TextSplitter
 
 from rag_plugin.augment import DEFAULT_LLM_PROMPT, PromptBuilder
 from rag_plugin.citations import answer_category, list_sources, resolve_citations
+from rag_plugin.components import RAGComponents
 from rag_plugin.context.intents import is_overview_question
 from rag_plugin.generate.extractive import is_extractive
 from rag_plugin.generate.refusal import is_refusal
@@ -30,7 +29,7 @@ from rag_plugin.query_memo import RecentQueries
 from rag_plugin.retrieve import default_retriever
 from rag_plugin.text.abbreviations import expand
 from rag_plugin.rewrite import QueryRewriter
-from rag_plugin.trace import TraceWriter, default_trace_path
+from rag_plugin.trace import StageTimer, TraceWriter, default_trace_path, run_record
 
 if TYPE_CHECKING:
     from besser.bot.core.bot import Bot
@@ -156,17 +155,17 @@ class RAG:
         self.max_question_chars: int = max_question_chars
         embeddings = getattr(vector_store, 'embeddings', None)
         self.embeddings: Optional[Embeddings] = RecentQueries(embeddings) if embeddings is not None else None
-        self.retriever = default_retriever(vector_store, embeddings=self.embeddings)
+        self._retriever = default_retriever(vector_store, embeddings=self.embeddings)
         self.guard = RelevanceGuard(relevance_threshold, min_coverage, max_unknown=max_unknown)
         self.prompt_builder = PromptBuilder(self.llm_prompt)
         self.generator = ResilientGenerator(timeout=llm_timeout, max_attempts=llm_max_attempts,
                                             deadline=answer_deadline, breaker_failures=breaker_failures,
                                             breaker_cool_down=breaker_cool_down)
         self.ingestor = Ingestor(vector_store, splitter, ledger_for(vector_store, ledger_path))
-        if hasattr(self.retriever, 'lexical'):
-            self.ingestor.on_change.append(self.retriever.lexical.invalidate)
-            self.ingestor.refresher.on_refresh.append(self.retriever.lexical.invalidate)
-        self.retriever.before_search.append(self.ingestor.refresher.sync)
+        # The hooks call whatever retriever the RAG has at the time (see the ``retriever`` setter).
+        self.ingestor.on_change.append(self._invalidate_lexical)
+        self.ingestor.refresher.on_refresh.append(self._invalidate_lexical)
+        self._retriever.before_search.append(self.ingestor.refresher.sync)
         self._check_store()
         self.history = ConversationHistory(max_history_turns)
         self.rewriter = QueryRewriter(rewrite_queries)
@@ -175,6 +174,39 @@ class RAG:
         self.tracer: Optional[TraceWriter] = TraceWriter(trace_file) if trace_file else None
         self._nlp_engine._rag = self
         self._context = None
+
+    @property
+    def retriever(self):
+        """The retriever (``retrieve(query, k, filter)``): hybrid on Chroma stores, dense on others.
+
+        Another one may be set; ingestion then invalidates its lexical index (if it has one) and it catches up with
+        other processes' writes before each search (if it has ``before_search`` hooks)."""
+        return self._retriever
+
+    @retriever.setter
+    def retriever(self, retriever) -> None:
+        sync = self.ingestor.refresher.sync
+        old_hooks = getattr(self._retriever, 'before_search', None)
+        if old_hooks is not None and sync in old_hooks:
+            old_hooks.remove(sync)
+        self._retriever = retriever
+        hooks = getattr(retriever, 'before_search', None)
+        if hooks is not None and sync not in hooks:
+            hooks.append(sync)
+
+    def _invalidate_lexical(self) -> None:
+        lexical = getattr(self._retriever, 'lexical', None)
+        if lexical is not None:
+            lexical.invalidate()
+
+    def components(self) -> RAGComponents:
+        """The parts of this RAG a stage uses, as they are now (see :class:`~rag_plugin.components.RAGComponents`)."""
+        return RAGComponents(
+            vector_store=self.vector_store, ledger=getattr(self.ingestor, 'ledger', None),
+            on_change=self.ingestor.on_change, retriever=self.retriever, guard=self.guard, signals=self.signals,
+            generator=self.generator, embeddings=self.embeddings, k=self.k, llm_name=self.llm_name,
+            not_found_answer=self.not_found_answer, check_k=self._check_k, find_llm=self._check_llm,
+            create_prompt=self.create_prompt, is_generative=self.is_generative)
 
     @property
     def signals(self) -> CorpusSignals:
@@ -274,10 +306,10 @@ class RAG:
 
         Args:
             session (Session): the session
-            filter (dict): a metadata filter; or keyword arguments of :func:`rag_plugin.retrieve.scope_filter`
+            filter (dict): a metadata filter; or keyword arguments of :func:`rag_plugin.store.scope_filter`
                 (``source_id``, ``document_id``, ``tags``). No filter and no keywords clear the scope.
         """
-        from rag_plugin.retrieve import scope_filter
+        from rag_plugin.store import scope_filter
         session.set(SCOPE_KEY, filter or scope_filter(**scope))
 
     # ---- the pipeline -----------------------------------------------------------------------------------------------
@@ -287,7 +319,7 @@ class RAG:
         Args:
             question (str): the input query
             k (int): the number of chunks; the RAG's default if none is provided
-            filter (dict): restrict to sources, documents or tags (see :func:`rag_plugin.retrieve.scope_filter`)
+            filter (dict): restrict to sources, documents or tags (see :func:`rag_plugin.store.scope_filter`)
         """
         k = self.k if k is None else k
         self._check_k(k)
@@ -330,7 +362,7 @@ class RAG:
             llm_name (str): the LLM for this run
             k (int): the number of chunks for this run
             num_previous_messages (int): history size for this run (0 disables history)
-            filter (dict): restrict retrieval (see :func:`rag_plugin.retrieve.scope_filter`); default: the session's
+            filter (dict): restrict retrieval (see :func:`rag_plugin.store.scope_filter`); default: the session's
                 scope (:meth:`set_scope`)
             on_partial (Callable[[str], None]): stream the answer: called with the text generated so far while a
                 streaming-capable LLM writes it (not called for abstentions and the extractive answerer, which
@@ -362,18 +394,16 @@ class RAG:
             if overview is not None:
                 return overview
         n_history = self.num_previous_messages if num_previous_messages is None else num_previous_messages
-        timings: dict[str, float] = {}
-        started = time.perf_counter()
-        history = self.history.get(session, n_history, question)
-        timings['history'] = time.perf_counter() - started
-        mark = time.perf_counter()
-        deadline = self.generator.start()  # the rewrite and the generation share it
-        query = self.rewriter.rewrite(llm, question, history, deadline, self.generator.breaker(llm_name))
-        timings['rewrite'] = time.perf_counter() - mark
+        timer = StageTimer()
+        timings = timer.seconds
+        with timer.stage('history'):
+            history = self.history.get(session, n_history, question)
+        with timer.stage('rewrite'):
+            deadline = self.generator.start()  # the rewrite and the generation share it
+            query = self.rewriter.rewrite(llm, question, history, deadline, self.generator.breaker(llm_name))
         try:
-            mark = time.perf_counter()
-            retrieved = self.retriever.retrieve(self._search_text(query), k, filter)
-            timings['retrieve'] = time.perf_counter() - mark
+            with timer.stage('retrieve'):
+                retrieved = self.retriever.retrieve(self._search_text(query), k, filter)
         except Exception as e:  # noqa: BLE001 - a broken store must not crash the state body
             logger.error('[RAG] Retrieval failed: %s: %s', type(e).__name__, e)
             result = RAGMessage(llm_name, question, STORE_UNAVAILABLE_ANSWER, [], abstained=True, degraded=True,
@@ -386,11 +416,10 @@ class RAG:
         generation = None
         refused_by = 'guard' if decision.abstain else None
         if not decision.abstain:
-            mark = time.perf_counter()
-            prompt = self.create_prompt(history, retrieved, question, llm_prompt)
-            generation = self.generator.generate(llm, prompt, question, retrieved, self.embeddings, on_partial,
-                                                 query, decision.by_meaning, deadline)
-            timings['generate'] = time.perf_counter() - mark
+            with timer.stage('generate'):
+                prompt = self.create_prompt(history, retrieved, question, llm_prompt)
+                generation = self.generator.generate(llm, prompt, question, retrieved, self.embeddings, on_partial,
+                                                     query, decision.by_meaning, deadline)
             if not generation.answer.strip():  # the extractive answerer found no sentence that answers
                 refused_by = 'answerer'
         if refused_by:
@@ -407,7 +436,7 @@ class RAG:
                                     sources=list_sources(retrieved, cited), confidence=decision.confidence,
                                     degraded=generation.degraded, query=query, cited=cited,
                                     category=answer_category(retrieved, cited))
-        timings['total'] = time.perf_counter() - started
+        timings = timer.total()
         self.history.record(session, question, result.to_dict())
         self._remember(session, result)
         self._trace(session, result, retrieved, decision, generation, timings, note=note, refused_by=refused_by)
@@ -426,9 +455,10 @@ class RAG:
         scope = Scope.from_filter(filter)
         if scope is None:
             return None
-        started = time.perf_counter()
+        timer = StageTimer()
         try:
-            overview = self.context.overview(scope, llm_name)
+            with timer.stage('overview'):
+                overview = self.context.overview(scope, llm_name)
         except Exception as e:  # noqa: BLE001 - the ordinary path reports a broken store to the user
             logger.error('[RAG] Overview failed: %s: %s', type(e).__name__, e)
             return None
@@ -438,8 +468,7 @@ class RAG:
                                 cited=overview.cited, category='overview')
         else:  # nothing in scope
             result = RAGMessage(llm_name, question, overview.answer, [], confidence='low', abstained=True)
-        timings = {'overview': time.perf_counter() - started}
-        timings['total'] = timings['overview']
+        timings = timer.total()
         self.history.record(session, question, result.to_dict())
         self._remember(session, result)
         self._trace(session, result, overview.docs, None, None, timings, route='overview')
@@ -464,7 +493,7 @@ class RAG:
         (created on first use; tune it through ``rag.context.settings``)."""
         if self._context is None:
             from rag_plugin.context import ContextEngine
-            self._context = ContextEngine(self)
+            self._context = ContextEngine(self.components)
         return self._context
 
     def retrieve_context(self, question: str = '', intent: str = 'auto', mode: str = 'auto', **options) -> dict:
@@ -497,29 +526,7 @@ class RAG:
                route: str = 'retrieval') -> None:
         if self.tracer is None:
             return
-        if error:
-            outcome = 'error'
-        elif result.abstained:
-            outcome = 'abstained'
-        else:
-            outcome = 'degraded' if result.degraded else 'answered'
-        record = {
-            'time': datetime.now(timezone.utc).isoformat(timespec='milliseconds'),
-            'session_id': getattr(session, 'id', None), 'question': result.question, 'query': result.query,
-            'outcome': outcome, 'refused_by': refused_by, 'llm_name': result.llm_name, 'error': error, 'note': note,
-            'retrieved': [{'chunk_id': d.metadata.get('chunk_id'), 'score': d.metadata.get('score'),
-                           'source': d.metadata.get('source'), 'page': d.metadata.get('page')} for d in retrieved],
-            'guard': vars(decision) if decision else None,
-            'generation': ({'attempts': generation.attempts, 'degraded': generation.degraded,
-                            'error': generation.error, 'support': generation.support} if generation else None),
-            'refusal_reason': ('no sentence of the retrieved fragments answers the question (support '
-                               f'{generation.support:.2f})' if refused_by == 'answerer' and generation else None),
-            'latency_ms': {stage: round(seconds * 1000, 1) for stage, seconds in timings.items()},
-            'answer': result.answer, 'confidence': result.confidence, 'sources': result.sources,
-            'refused_by': refused_by, 'route': route,
-        }
-        if refused_by == 'llm':
-            record['llm_answer'] = generation.answer  # the model's own words; the user got not_found_answer
+        record = run_record(session, result, retrieved, decision, generation, timings, error, note, refused_by, route)
         try:
             self.tracer.write(record)
         except (OSError, ValueError) as e:  # a full disk or text no encoder takes must not cost the reply

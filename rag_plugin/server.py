@@ -22,6 +22,7 @@ from fastapi.security import APIKeyHeader
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rag_plugin.inputs import DEFAULT_MAX_QUESTION_CHARS, clean_text
+from rag_plugin.store import chroma_store
 
 if TYPE_CHECKING:
     from rag_plugin.rag import RAG
@@ -128,10 +129,10 @@ def check_parts(rag: 'RAG') -> dict[str, Any]:
         dict[str, Any]: part -> ``'ok'`` or what is wrong; ``chunks`` (int) when the store could count them
     """
     parts: dict[str, Any] = {}
-    collection = getattr(rag.vector_store, '_collection', None)
+    store = chroma_store(rag.vector_store)
     try:
-        if collection is not None:
-            parts['chunks'] = collection.count()
+        if store is not None:
+            parts['chunks'] = store.count()
         parts['store'] = 'ok'
     except Exception as e:  # noqa: BLE001 - a probe reports, it does not fail
         parts['store'] = f'down: {type(e).__name__}: {e}'

@@ -4,8 +4,85 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections import deque
-from typing import Any, Optional
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Iterator, Optional
+
+if TYPE_CHECKING:
+    from langchain_core.documents import Document
+
+    from rag_plugin.generate.resilient import Generation
+    from rag_plugin.guard import GuardDecision
+    from rag_plugin.message import RAGMessage
+
+
+class StageTimer:
+    """Times the stages of one run (seconds, by stage name), from its creation.
+
+    Attributes:
+        seconds (dict[str, float]): the stages timed so far, in order
+    """
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+        self._started = time.perf_counter()
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Time a block as stage ``name`` (a block that raises is not recorded)."""
+        mark = time.perf_counter()
+        yield
+        self.seconds[name] = time.perf_counter() - mark
+
+    def total(self) -> dict[str, float]:
+        """Record ``total`` (since creation) and return every stage's seconds."""
+        self.seconds['total'] = time.perf_counter() - self._started
+        return self.seconds
+
+
+def run_record(session: Any, result: 'RAGMessage', retrieved: list['Document'], decision: Optional['GuardDecision'],
+               generation: Optional['Generation'], timings: dict[str, float], error: Optional[str] = None,
+               note: Optional[str] = None, refused_by: Optional[str] = None, route: str = 'retrieval'
+               ) -> dict[str, Any]:
+    """The trace record of one RAG run (see :func:`format_record` for its fields).
+
+    Args:
+        session (Session): the user's session, or None
+        result (RAGMessage): the reply
+        retrieved (list[Document]): the chunks retrieved
+        decision (GuardDecision): the guard's decision (None when it did not run)
+        generation (Generation): the LLM's generation (None when it did not run)
+        timings (dict[str, float]): seconds per stage
+        error (str): what failed, if anything
+        note (str): a note on the question (e.g. it was cut)
+        refused_by (str): ``guard``, ``answerer`` or ``llm`` when the reply is an abstention
+        route (str): ``retrieval`` or ``overview``
+    """
+    if error:
+        outcome = 'error'
+    elif result.abstained:
+        outcome = 'abstained'
+    else:
+        outcome = 'degraded' if result.degraded else 'answered'
+    record = {
+        'time': datetime.now(timezone.utc).isoformat(timespec='milliseconds'),
+        'session_id': getattr(session, 'id', None), 'question': result.question, 'query': result.query,
+        'outcome': outcome, 'refused_by': refused_by, 'llm_name': result.llm_name, 'error': error, 'note': note,
+        'retrieved': [{'chunk_id': d.metadata.get('chunk_id'), 'score': d.metadata.get('score'),
+                       'source': d.metadata.get('source'), 'page': d.metadata.get('page')} for d in retrieved],
+        'guard': vars(decision) if decision else None,
+        'generation': ({'attempts': generation.attempts, 'degraded': generation.degraded,
+                        'error': generation.error, 'support': generation.support} if generation else None),
+        'refusal_reason': ('no sentence of the retrieved fragments answers the question (support '
+                           f'{generation.support:.2f})' if refused_by == 'answerer' and generation else None),
+        'latency_ms': {stage: round(seconds * 1000, 1) for stage, seconds in timings.items()},
+        'answer': result.answer, 'confidence': result.confidence, 'sources': result.sources, 'route': route,
+    }
+    if refused_by == 'llm':
+        record['llm_answer'] = generation.answer  # the model's own words; the user got not_found_answer
+    return record
 
 
 class TraceWriter:

@@ -14,6 +14,7 @@ from typing import Optional
 from langchain_core.vectorstores import VectorStore
 
 from rag_plugin.section_spans import SECTION_SPANS_KEY, parse_spans
+from rag_plugin.store import ChromaStore, chroma_store
 
 DOCUMENT_KINDS: dict[str, re.Pattern] = {
     'index': re.compile(r'\b(index|readme|overview|toc|contents|summary|home|introduction|intro|getting started|'
@@ -96,25 +97,25 @@ class SourceCatalog:
         """Forget the cached catalog (called after ingestion)."""
         self._documents = None
 
-    def _collection(self):
-        return getattr(self.vector_store, '_collection', None)
+    def _store(self) -> Optional[ChromaStore]:
+        return chroma_store(self.vector_store)
 
     def documents(self) -> dict[str, DocumentInfo]:
         """Every source, by ``source_id``, in path order."""
         with self._lock:
-            collection = self._collection()
-            count = collection.count() if collection is not None else -1
+            store = self._store()
+            count = store.count() if store is not None else -1
             if self._documents is None or count != self._count:
-                self._documents = self._load(collection)
+                self._documents = self._load(store)
                 self._count = count
             return self._documents
 
-    def _load(self, collection) -> dict[str, DocumentInfo]:
+    def _load(self, store: Optional[ChromaStore]) -> dict[str, DocumentInfo]:
         documents: dict[str, DocumentInfo] = {}
-        if collection is not None:
+        if store is not None:
             firsts: dict[tuple[str, str], tuple[int, int]] = {}  # (source, section) -> first (chunk index, offset)
-            for metadata in collection.get(include=['metadatas'])['metadatas']:
-                self._add(documents, metadata or {}, firsts)
+            for metadata in store.metadatas():
+                self._add(documents, metadata, firsts)
             for info in documents.values():
                 info.sections.sort(key=lambda section: firsts[(info.source_id, section)])
         elif self.ledger is not None:

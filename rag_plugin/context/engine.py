@@ -21,11 +21,12 @@ import logging
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from langchain_core.documents import Document
 
 from rag_plugin.citations import resolve_citations
+from rag_plugin.components import RAGComponents
 from rag_plugin.context import summarize
 from rag_plugin.context.catalog import DocumentInfo, SourceCatalog
 from rag_plugin.context.intents import (BOOTSTRAP_QUERIES, INTENT_KINDS, SubQuery, detect_intent, detect_mode,
@@ -35,6 +36,7 @@ from rag_plugin.context.ranking import Candidate, attach_cosines, chunk_key, fus
 from rag_plugin.context.scope import ResolvedScope, Scope, resolve_scope
 from rag_plugin.ingest.loaders import without_page_footer
 from rag_plugin.context.suggest import Suggestion, SuggestionChecker, heading_question
+from rag_plugin.store import chroma_store
 
 if TYPE_CHECKING:
     from rag_plugin.rag import RAG
@@ -198,23 +200,30 @@ class ContextEngine:
     """Builds context packages, answers and syntheses for agents over a RAG's store.
 
     Args:
-        rag (RAG): the RAG whose store, retriever, guard, prompt builder and generator are used
+        components (Callable[[], RAGComponents] | RAG): returns the parts of the RAG used (store, retriever, guard,
+            prompt builder, generator) as they are at each call; or the RAG itself (its :meth:`RAG.components`)
         settings (ContextSettings): tuning; defaults if none
 
     Attributes:
-        rag (RAG): the RAG
         settings (ContextSettings): tuning
         catalog (SourceCatalog): what the store holds, per source
+        suggestion_checker (SuggestionChecker): keeps the suggested questions the RAG would answer
     """
 
-    def __init__(self, rag: 'RAG', settings: Optional[ContextSettings] = None):
-        self.rag = rag
+    def __init__(self, components: 'Callable[[], RAGComponents] | RAG', settings: Optional[ContextSettings] = None):
+        self._components: Callable[[], RAGComponents] = getattr(components, 'components', components)
         self.settings: ContextSettings = settings or ContextSettings()
-        self.catalog = SourceCatalog(rag.vector_store, getattr(rag.ingestor, 'ledger', None))
-        rag.ingestor.on_change.append(self.catalog.invalidate)
+        parts = self._components()
+        self.catalog = SourceCatalog(parts.vector_store, parts.ledger)
+        parts.on_change.append(self.catalog.invalidate)
         self._vectors: dict[str, list[float]] = {}
         self._lock = threading.Lock()
-        self.suggestion_checker = SuggestionChecker(rag, self._judge)
+        self.suggestion_checker = SuggestionChecker(self._components, self._judge)
+
+    @property
+    def parts(self) -> RAGComponents:
+        """The RAG's parts as they are now."""
+        return self._components()
 
     # ---- public API -------------------------------------------------------------------------------------------------
     def retrieve(self, question: str = '', intent: str = 'auto', mode: str = 'auto', scope: Any = None,
@@ -321,8 +330,8 @@ class ContextEngine:
             code = sum(d.is_code for d in documents)
             mode = detect_mode(question, code > 0, code > 0 and 2 * code >= len(documents))
         if k is None:
-            k = self.settings.bootstrap_k if intent == 'bootstrap' else self.rag.k
-        self.rag._check_k(k)
+            k = self.settings.bootstrap_k if intent == 'bootstrap' else self.parts.k
+        self.parts.check_k(k)
         request = ContextRequest(question, intent, mode, resolved, k, documents)
         if intent == 'specific':
             request.intents = specific_intents(question)
@@ -331,7 +340,8 @@ class ContextEngine:
         return request
 
     def _llm(self, llm_name: Optional[str]):
-        return self.rag._check_llm(llm_name or self.rag.llm_name)
+        parts = self.parts
+        return parts.find_llm(llm_name or parts.llm_name)
 
     @staticmethod
     def _generative(llm: Any) -> bool:
@@ -339,11 +349,11 @@ class ContextEngine:
 
     # ---- retrieval --------------------------------------------------------------------------------------------------
     def _search(self, text: str, n: int, where: Optional[dict]) -> list[Document]:
-        return self.rag.retriever.retrieve(text, n, where)
+        return self.parts.retrieve(text, n, where)
 
     def _embed(self, text: str) -> Optional[list[float]]:
         """The embedding of a query, cached (the bootstrap's sub-queries are the same every time)."""
-        embeddings = self.rag.embeddings
+        embeddings = self.parts.embeddings
         if embeddings is None or not text:
             return None
         vector = self._vectors.get(text)
@@ -362,7 +372,7 @@ class ContextEngine:
         """Attach each candidate's cosine with the reference query (its own results carry it already)."""
         known = {chunk_key(d): float(d.metadata['score']) for q, docs in runs if q is reference for d in docs
                  if d.metadata.get('score') is not None}
-        attach_cosines(candidates, self.rag.vector_store, known, lambda: self._embed(reference.text))
+        attach_cosines(candidates, self.parts.vector_store, known, lambda: self._embed(reference.text))
 
     def _gather(self, request: ContextRequest) -> Gathered:
         if request.resolved.nothing:
@@ -373,7 +383,7 @@ class ContextEngine:
         decision = self._guard(request, Gathered(request, candidates).docs)
         if decision.abstain:
             return Gathered(request, [], abstained=True)
-        floor = self.rag.guard.threshold if self.settings.min_item_score is None else self.settings.min_item_score
+        floor = self.parts.guard.threshold if self.settings.min_item_score is None else self.settings.min_item_score
         kept = candidates[:1] + [c for c in candidates[1:] if (c.cosine or 0.0) >= floor]
         return Gathered(request, kept)
 
@@ -385,9 +395,10 @@ class ContextEngine:
         """The RAG's guard, as :meth:`RAG.run` applies it (with the word coverage and vocabulary checks when the
         lexical index is there); code mode checks similarity only (the word index keeps dotted names whole, so those
         checks misjudge code, and they were measured on prose)."""
+        parts = self.parts
         if mode == 'codigo':
-            return self.rag.guard.check(docs)
-        return self.rag.guard.check(docs, question, self.rag.signals, self.rag.is_generative())
+            return parts.guard.check(docs)
+        return parts.guard.check(docs, question, parts.signals, parts.is_generative())
 
     def _bootstrap(self, request: ContextRequest) -> list[Candidate]:
         settings = self.settings
@@ -410,15 +421,13 @@ class ContextEngine:
 
     def _marked_critical(self, request: ContextRequest) -> list[Document]:
         """Chunks marked critical at ingestion, in scope (Chroma stores)."""
-        collection = getattr(self.rag.vector_store, '_collection', None)
-        if collection is None:
+        store = chroma_store(self.parts.vector_store)
+        if store is None:
             return []
         where: dict = {'$or': [{'critical': True}, {'tag:critical': True}]}
         if request.resolved.filter:
             where = {'$and': [request.resolved.filter, where]}
-        got = collection.get(where=where, include=['documents', 'metadatas'], limit=self.settings.max_critical)
-        return [Document(page_content=text, metadata=metadata or {})
-                for text, metadata in zip(got['documents'], got['metadatas'])]
+        return store.find(where, limit=self.settings.max_critical)
 
     def _specific(self, request: ContextRequest) -> list[Candidate]:
         settings = self.settings
@@ -459,7 +468,7 @@ class ContextEngine:
     def _package(self, gathered: Gathered, llm: Any) -> dict:
         request, docs, settings = gathered.request, gathered.docs, self.settings
         if not docs:
-            summary = EMPTY_SCOPE_ANSWER if request.intent == 'bootstrap' else self.rag.not_found_answer
+            summary = EMPTY_SCOPE_ANSWER if request.intent == 'bootstrap' else self.parts.not_found_answer
             topics, critical = [], []
         else:
             summary = self._summary(gathered, llm)
@@ -517,8 +526,9 @@ class ContextEngine:
 
     def _generate(self, llm: Any, docs: list[Document], task: str, instructions: str, fallback: str) -> str:
         """Generate from the items only; the extractive ``fallback`` when the LLM fails or says nothing."""
-        prompt = self.rag.create_prompt([], docs, task, llm_prompt=instructions)
-        generation = self.rag.generator.generate(llm, prompt, task, docs, self.rag.embeddings)
+        parts = self.parts
+        prompt = parts.create_prompt([], docs, task, llm_prompt=instructions)
+        generation = parts.generator.generate(llm, prompt, task, docs, parts.embeddings)
         if generation.degraded or not generation.answer.strip():
             return fallback
         return resolve_outside_code(generation.answer, docs)[0]
@@ -648,8 +658,9 @@ class ContextEngine:
         elif request.mode == 'codigo' and not self._generative(llm):
             return summarize.code_answer(request.question, docs, self._focus_map(gathered))
         else:
-            prompt = self.rag.create_prompt([], docs, request.question)
-            text = self.rag.generator.generate(llm, prompt, request.question, docs, self.rag.embeddings).answer
+            parts = self.parts
+            prompt = parts.create_prompt([], docs, request.question)
+            text = parts.generator.generate(llm, prompt, request.question, docs, parts.embeddings).answer
         return resolve_outside_code(text, docs)
 
     def _focus_map(self, gathered: Gathered) -> dict[int, tuple[str, int, int]]:

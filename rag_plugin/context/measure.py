@@ -30,7 +30,7 @@ def compare_specific(rag: 'RAG', qa_file: str, ks: tuple[int, ...] = (1, 4, 10),
         tuple[list[ConfigResult], str]: the results (plain hybrid first) and the table
     """
     from rag_plugin.context.engine import ContextEngine
-    engine = rag.context if settings is None else ContextEngine(rag, settings)
+    engine = rag.context if settings is None else ContextEngine(rag.components, settings)
     items = load_qa(qa_file)
     threshold = rag.guard.threshold
     rag.retriever.retrieve('warm-up', 1)

@@ -11,6 +11,7 @@ from langchain_core.documents import Document
 
 from rag_plugin.context.catalog import is_critical
 from rag_plugin.context.intents import SubQuery
+from rag_plugin.store import chroma_store
 from rag_plugin.text import tokens
 
 RRF_K = 60
@@ -102,13 +103,13 @@ def attach_cosines(candidates: Iterable[Candidate], vector_store, known: dict[st
     for candidate in candidates:
         candidate.cosine = known.get(candidate.chunk_id)
     missing = [c for c in candidates if c.cosine is None]
-    collection = getattr(vector_store, '_collection', None)
-    vector = query_vector() if missing and collection is not None else None
+    store = chroma_store(vector_store)
+    vector = query_vector() if missing and store is not None else None
     if vector is not None:
-        got = collection.get(ids=[c.chunk_id for c in missing], include=['embeddings'])
+        got = store.embeddings_of([c.chunk_id for c in missing])
         q = np.asarray(vector, dtype=float)
         q_norm = float(np.linalg.norm(q)) or 1.0
-        vectors = {cid: np.asarray(v, dtype=float) for cid, v in zip(got['ids'], got['embeddings'])}
+        vectors = {cid: np.asarray(v, dtype=float) for cid, v in got.items()}
         for candidate in missing:
             v = vectors.get(candidate.chunk_id)
             if v is not None:

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from rag_plugin.retrieve import scope_filter
+from rag_plugin.store import scope_filter
 
 if TYPE_CHECKING:
     from rag_plugin.context.catalog import SourceCatalog
@@ -61,7 +61,7 @@ class Scope:
 
     @classmethod
     def from_filter(cls, where: Optional[dict]) -> Optional['Scope']:
-        """The scope a metadata filter made by :func:`~rag_plugin.retrieve.scope_filter` stands for (sources and tags;
+        """The scope a metadata filter made by :func:`~rag_plugin.store.scope_filter` stands for (sources and tags;
         None for any other filter, e.g. one on document ids or pages).
 
         Args:
@@ -90,10 +90,6 @@ class Scope:
         """The scope as the JSON contract writes it: ``{"sourceId", "sourceRef", "tags"}``."""
         return {'sourceId': self.source_id, 'sourceRef': self.source_ref, 'tags': list(self.tags)}
 
-    def is_empty(self) -> bool:
-        """True when nothing restricts."""
-        return not (self.source_id or self.source_ref or self.tags)
-
 
 @dataclass
 class ResolvedScope:
@@ -109,11 +105,6 @@ class ResolvedScope:
     filter: Optional[dict]
     source_ids: Optional[list[str]]
     nothing: bool = False
-
-    def allows(self, metadata: dict) -> bool:
-        """Whether a chunk (by its metadata) is in scope."""
-        from rag_plugin.retrieve import matches
-        return not self.nothing and matches(metadata, self.filter)
 
     def narrowed_to(self, source_id: str) -> Optional[dict]:
         """This scope's filter restricted to one source."""

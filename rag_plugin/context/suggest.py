@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Optional
 from langchain_core.documents import Document
 
 if TYPE_CHECKING:
-    from rag_plugin.rag import RAG
+    from rag_plugin.components import RAGComponents
 
 _TITLE_WORD = re.compile(r'^[A-Z][a-z]+(?:-[a-z]+)*$')
 
@@ -74,16 +74,16 @@ class SuggestionChecker:
     the guard answers and the best chunk comes from the candidate's document (and section).
 
     Args:
-        rag (RAG): the RAG whose retriever and guard judge
+        components (Callable[[], RAGComponents]): returns the RAG's parts (its retriever and ``k`` are used)
         guard (Callable[[str, list[Document], str], object]): ``(question, docs, mode) -> GuardDecision``
     """
 
-    def __init__(self, rag: 'RAG', guard: Callable[[str, list[Document], str], object]):
-        self.rag = rag
+    def __init__(self, components: Callable[[], 'RAGComponents'], guard: Callable[[str, list[Document], str], object]):
+        self._components = components
         self._guard = guard
         self._cache: dict[tuple, Optional[str]] = {}
         self._lock = threading.Lock()
-        rag.ingestor.on_change.append(self.invalidate)
+        components().on_change.append(self.invalidate)
 
     def invalidate(self) -> None:
         """Forget every verdict (called after ingestion)."""
@@ -114,7 +114,8 @@ class SuggestionChecker:
 
     def _judge(self, candidate: Suggestion, where: Optional[dict], mode: str) -> Optional[str]:
         try:
-            docs = self.rag.retriever.retrieve(candidate.question, self.rag.k, where)
+            parts = self._components()
+            docs = parts.retrieve(candidate.question, parts.k, where)
         except Exception:  # noqa: BLE001 - a store failure proposes nothing, it does not fail the package
             return None
         if not docs:

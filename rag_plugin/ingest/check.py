@@ -14,7 +14,7 @@ from typing import Optional
 from langchain_core.vectorstores import VectorStore
 
 from rag_plugin.ingest.ledger import Ledger
-from rag_plugin.ingest.store import chroma_parts, index_ids, vector_segment
+from rag_plugin.store import chroma_internals
 
 
 @dataclass
@@ -82,19 +82,18 @@ def check_store(vector_store: VectorStore, ledger: Ledger, detail: bool = False)
     Returns:
         StoreCheck | None: the findings; None for a store that is not Chroma
     """
-    parts = chroma_parts(vector_store)
-    if parts is None:
+    store = chroma_internals(vector_store)
+    if store is None:
         return None
-    collection = parts[0]
     rows = ledger.all()
     pending = [r for r in rows if r.status != 'ok']
-    found = StoreCheck(table=collection.count(), index=vector_segment(vector_store).count(),
+    found = StoreCheck(table=store.count(), index=store.vector_index().count(),
                        ledger=sum(r.n_chunks for r in rows if r.status == 'ok'),
                        pending=[r.source_id for r in pending])
     if not detail and not pending and found.ok:
         return found
-    table = set(collection.get(include=[])['ids'])
-    index = index_ids(vector_store)
+    table = store.ids()
+    index = store.index_ids()
     required = {i for r in rows if r.status == 'ok' for i in r.ids()}
     allowed = required | {i for r in pending for i in r.ids() + r.prev_ids()}
     found.detailed = True

@@ -20,12 +20,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
+from langchain_core.documents import Document
 from langchain_text_splitters import Language, RecursiveCharacterTextSplitter
 
-if TYPE_CHECKING:
-    from rag_plugin.ingest.loaders import LoadedFile
+from rag_plugin.ingest.document import LoadedFile, decode_text
+
 
 CODE_LANGUAGES: dict[str, Language] = {
     '.py': Language.PYTHON,
@@ -211,16 +212,13 @@ def split_code(text: str, language: Language, chunk_size: int = CODE_CHUNK_SIZE)
     return pieces
 
 
-def load_code(path: Path, data: bytes, chunk_size: int = CODE_CHUNK_SIZE) -> 'LoadedFile':
+def load_code(path: Path, data: bytes, chunk_size: int = CODE_CHUNK_SIZE) -> LoadedFile:
     """Read a source file into one page per language-aware piece (see the module docstring for the metadata).
 
     Raises:
         SkipFile: binary content or an undecodable file
     """
-    from langchain_core.documents import Document
-
-    from rag_plugin.ingest.loaders import LoadedFile, _decode_text
-    text = _decode_text(data).replace('\r\n', '\n').replace('\r', '\n')
+    text = decode_text(data).replace('\r\n', '\n').replace('\r', '\n')
     language = CODE_LANGUAGES[path.suffix.lower()]
     declarations = find_declarations(text, language)
     pages = []

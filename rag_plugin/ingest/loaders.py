@@ -5,15 +5,17 @@ a reason a user can act on; the ingestion pipeline reports it and carries on wit
 """
 from __future__ import annotations
 
-import hashlib
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
 from langchain_core.documents import Document
 
 from rag_plugin.ingest.code import CODE_EXTENSIONS, load_code
+from rag_plugin.ingest.document import LoadedFile, SkipFile, decode_text, file_digest
+
+__all__ = ['LOADERS', 'SUPPORTED_EXTENSIONS', 'PDF_EXTENSIONS', 'LoadedFile', 'SkipFile', 'file_digest', 'front_matter',
+           'load_docx', 'load_file', 'load_markdown', 'load_pdf', 'load_text', 'without_page_footer']
 
 PDF_EXTENSIONS = {'.pdf'}
 TEXT_EXTENSIONS = {'.txt', '.text'}
@@ -36,29 +38,6 @@ def without_page_footer(text: str) -> str:
     retrieval of existing stores do not change.
     """
     return _PAGE_FOOTER.sub('', text).rstrip() if text else text
-
-
-class SkipFile(Exception):
-    """A file that cannot be ingested; the message is the reason shown to the user."""
-
-
-@dataclass
-class LoadedFile:
-    """The text of one file, page by page.
-
-    Attributes:
-        title (str): the document title (PDF title, first heading, or the file name)
-        pages (list[Document]): one document per page (a single one for formats without pages); metadata has
-            ``page`` (1-based, PDFs only), ``page_label`` (when the PDF defines labels) and ``headings``, a list of
-            ``(offset, heading)`` found in the page text
-    """
-    title: str
-    pages: list[Document] = field(default_factory=list)
-
-
-def file_digest(data: bytes) -> str:
-    """Return the stable document id of a file's content (first 16 hex digits of its SHA-256)."""
-    return hashlib.sha256(data).hexdigest()[:16]
 
 
 _HEADING_LINE = re.compile(r'^(?:\d+(?:\.\d+)*\.?\s+)?[A-Z][^\n]{1,70}$')
@@ -126,20 +105,9 @@ def load_pdf(path: Path, data: bytes) -> LoadedFile:
     return LoadedFile(title=title.strip() or path.stem, pages=pages)
 
 
-def _decode_text(data: bytes) -> str:
-    if b'\x00' in data[:8192]:
-        raise SkipFile('binary content in a text file (wrong extension?)')
-    for encoding in ('utf-8-sig', 'cp1252'):
-        try:
-            return data.decode(encoding)
-        except UnicodeDecodeError:
-            continue
-    raise SkipFile('not valid UTF-8 or Windows-1252 text')
-
-
 def load_text(path: Path, data: bytes) -> LoadedFile:
     """Read a plain-text file (UTF-8, or Windows-1252 as a fallback)."""
-    text = _decode_text(data)
+    text = decode_text(data)
     return LoadedFile(title=path.stem, pages=[Document(page_content=text, metadata={'headings': []})])
 
 
@@ -196,7 +164,7 @@ def load_markdown(path: Path, data: bytes) -> LoadedFile:
     """Read a Markdown file; ``#`` headings become sections and the first one the title. Front matter
     (``critical: true``, ``tags: [a, b]``, ``category: ...``, ``title: ...``) goes into the metadata of every chunk; chunks get their
     1-based ``line_start``/``line_end``."""
-    values, text, skipped = front_matter(_decode_text(data))
+    values, text, skipped = front_matter(decode_text(data))
     headings = _markdown_headings(text)
     title = str(values.get('title') or '') or (headings[0][1] if headings else path.stem)
     metadata = {'headings': headings, 'line_start': skipped + 1, **_front_matter_metadata(values)}

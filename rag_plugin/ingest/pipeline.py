@@ -24,8 +24,9 @@ from langchain_text_splitters import TextSplitter
 from rag_plugin.ingest.check import StoreCheck, StoreRepair, check_store
 from rag_plugin.ingest.ledger import FileRecord, Ledger, chunk_ids
 from rag_plugin.ingest.loaders import SUPPORTED_EXTENSIONS, LoadedFile, SkipFile, file_digest, load_file
-from rag_plugin.ingest.store import DEFAULT_LOCK_TIMEOUT, ChromaRefresher, chroma_parts, write_lock_for
+from rag_plugin.ingest.store import DEFAULT_LOCK_TIMEOUT, ChromaRefresher, write_lock_for
 from rag_plugin.section_spans import SECTION_SPANS_KEY, encode_spans
+from rag_plugin.store import chroma_internals, chroma_store
 
 logger = logging.getLogger(__name__)
 
@@ -495,15 +496,14 @@ class Ingestor:
         section above the chunk) and the stored text the chunk's own; other stores embed the chunk's text.
         """
         ids = [c.metadata['chunk_id'] for c in chunks]
-        collection = getattr(self.vector_store, '_collection', None)
-        embeddings = getattr(self.vector_store, 'embeddings', None)
-        if not (self.contextual and collection is not None and embeddings is not None
-                and type(self.vector_store).__name__ == 'Chroma'):
+        store = chroma_store(self.vector_store) if self.contextual else None
+        embeddings = store.embeddings if store is not None else None
+        if embeddings is None:
             self.vector_store.add_documents(chunks, ids=ids)
             return
         vectors = embeddings.embed_documents([embedding_text(c) for c in chunks])
-        collection.upsert(ids=ids, embeddings=vectors, documents=[c.page_content for c in chunks],
-                          metadatas=[c.metadata for c in chunks])
+        store.upsert(ids=ids, embeddings=vectors, documents=[c.page_content for c in chunks],
+                     metadatas=[c.metadata for c in chunks])
 
     def _finish(self, pending: _Pending, report: IngestReport) -> None:
         record = self.ledger.get(pending.root, pending.source_id)
@@ -534,7 +534,8 @@ class Ingestor:
         Returns:
             StoreRepair | None: before, after and what was done; None when the store is not Chroma
         """
-        if chroma_parts(self.vector_store) is None:
+        store = chroma_internals(self.vector_store)
+        if store is None:
             return None
         with self.writing():
             self._repair()
@@ -542,11 +543,10 @@ class Ingestor:
             orphans = sorted(set(before.orphans) | set(before.index_only))
             self._delete(orphans)
             lacking = sorted(set(before.missing_from_index) - set(before.orphans))
-            collection = self.vector_store._collection
             for start in range(0, len(lacking), self.batch_size):
-                got = collection.get(ids=lacking[start:start + self.batch_size], include=['documents', 'metadatas'])
-                self.write_batch([Document(page_content=text, metadata={**(meta or {}), 'chunk_id': chunk_id})
-                                  for chunk_id, text, meta in zip(got['ids'], got['documents'], got['metadatas'])])
+                got = store.get(lacking[start:start + self.batch_size])
+                self.write_batch([Document(page_content=doc.page_content, metadata={**doc.metadata, 'chunk_id': chunk_id})
+                                  for chunk_id, doc in got.items()])
                 self._changed()
             missing = set(before.missing_from_table)
             lost = [r for r in self.ledger.all() if r.status == 'ok' and missing.intersection(r.ids())]
@@ -567,7 +567,8 @@ def ledger_for(vector_store: VectorStore, path: Optional[str] = None) -> Ledger:
         path (str): an explicit SQLite file (overrides the default location)
     """
     if path is None:
-        persist = getattr(vector_store, '_persist_directory', None)
-        name = getattr(getattr(vector_store, '_collection', None), 'name', 'default')
+        store = chroma_store(vector_store)
+        persist = store.persist_directory if store is not None else None
+        name = store.name if store is not None else 'default'
         path = os.path.join(persist, f'rag_plugin_ledger_{name}.sqlite3') if persist else ':memory:'
     return Ledger(path)

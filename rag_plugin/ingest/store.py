@@ -23,6 +23,8 @@ from typing import Any, Callable, Iterator, Optional
 
 from langchain_core.vectorstores import VectorStore
 
+from rag_plugin.store import ChromaStore, chroma_internals
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_LOCK_TIMEOUT = float(os.environ.get('RAG_PLUGIN_WRITE_LOCK_TIMEOUT', '300'))
@@ -139,32 +141,19 @@ def write_lock_for(vector_store: VectorStore, ledger_path: str, timeout: float =
     return WriteLock(f'memory-{id(vector_store)}', None, timeout)
 
 
-def chroma_parts(vector_store: VectorStore) -> Optional[tuple[Any, Any]]:
-    """``(collection, system)`` of a LangChain Chroma store, or None for another store."""
-    collection = getattr(vector_store, '_collection', None)
-    client = getattr(vector_store, '_client', None)
-    system = getattr(client, '_system', None)
-    if collection is None or system is None or type(vector_store).__name__ != 'Chroma':
-        return None
-    return collection, system
+def chroma_parts(vector_store: VectorStore) -> Optional[ChromaStore]:
+    """The store's Chroma internals (:class:`~rag_plugin.store.ChromaStore`), or None for another store."""
+    return chroma_internals(vector_store)
 
 
 def vector_segment(vector_store: VectorStore) -> Any:
     """Chroma's vector index (HNSW segment) of the store's collection in this process."""
-    from chromadb.segment import SegmentManager, VectorReader
-    collection, system = chroma_parts(vector_store)
-    return system.instance(SegmentManager).get_segment(collection.id, VectorReader)
+    return ChromaStore(vector_store).vector_index()
 
 
 def index_ids(vector_store: VectorStore) -> set[str]:
     """The chunk ids Chroma's vector index of this process can return (its graph, plus its unsaved batch)."""
-    segment = vector_segment(vector_store)
-    ids = set(getattr(segment, '_id_to_label', {}))
-    batch = getattr(segment, '_curr_batch', None)
-    if batch is not None:
-        ids |= set(batch.get_written_ids())
-        ids -= set(batch.get_deleted_ids())
-    return ids
+    return ChromaStore(vector_store).index_ids()
 
 
 class ChromaRefresher:
@@ -183,17 +172,13 @@ class ChromaRefresher:
         self.vector_store: VectorStore = vector_store
         self.write_lock: Optional[WriteLock] = write_lock
         self.on_refresh: list[Callable[[], None]] = []
-        parts = chroma_parts(vector_store)
-        self._enabled = bool(parts and parts[1].settings.is_persistent)
+        self._store: Optional[ChromaStore] = chroma_internals(vector_store)
+        self._enabled = bool(self._store is not None and self._store.is_persistent)
         self._lock = threading.Lock()
         self._seen = self._last_seq() if self._enabled else -1
 
     def _last_seq(self) -> int:
-        from chromadb.db.impl.sqlite import SqliteDB
-        _, system = chroma_parts(self.vector_store)
-        with system.instance(SqliteDB).tx() as cur:
-            row = cur.execute('SELECT MAX(seq_id) FROM embeddings_queue').fetchone()
-        return int(row[0]) if row and row[0] is not None else -1
+        return self._store.version()
 
     def mark_current(self) -> None:
         """This process's index holds every write so far (its own writes, made under the write lock)."""
@@ -245,14 +230,5 @@ class ChromaRefresher:
     def reload(self) -> None:
         """Drop this process's copy of the collection's vector index; Chroma re-opens it from disk and replays the
         writes logged since it was last saved (what a restart does)."""
-        from chromadb.segment import SegmentManager, VectorReader
-        from chromadb.types import SegmentScope
-        collection, system = chroma_parts(self.vector_store)
-        manager = system.instance(SegmentManager)
-        segment = manager._get_segment_sysdb(collection.id, SegmentScope.VECTOR)
-        with manager._lock:
-            old = manager._instances.pop(segment['id'], None)
-        if old is not None:
-            old.stop()
-        manager.get_segment(collection.id, VectorReader)
+        self._store.reopen_index()
         logger.info('[RAG] The store changed in another process: vector index re-opened')

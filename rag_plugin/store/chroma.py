@@ -1,0 +1,247 @@
+"""The Chroma backend: the one module that reads LangChain's ``Chroma`` wrapper's private parts and Chroma's own.
+
+Score scale: dense results carry the **cosine similarity** between the query and chunk embeddings, derived from the raw
+distance of whichever space the collection uses (``cosine``, ``l2`` or ``ip``; embeddings are assumed L2-normalised,
+as :class:`~rag_plugin.defaults.SentenceTransformerEmbeddings` and OpenAI's are).
+
+Chroma (0.5.x) keeps each collection's vector index (an HNSW graph) in the memory of every process that opened it; its
+table (SQLite) is shared, and every write is logged in its SQLite queue with an increasing sequence number, which
+:meth:`ChromaStore.version` reads (see :class:`rag_plugin.ingest.store.ChromaRefresher`).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Optional, Sequence
+
+from langchain_core.documents import Document
+from langchain_core.vectorstores import VectorStore
+
+from rag_plugin.store.base import DenseHit
+from rag_plugin.store.lexical import LexicalIndex
+
+logger = logging.getLogger(__name__)
+
+DISTANCE_TO_COSINE: dict[str, Callable[[float], float]] = {
+    'cosine': lambda d: 1.0 - d,
+    'ip': lambda d: 1.0 - d,
+    'l2': lambda d: 1.0 - d / 2.0,  # Chroma's l2 is squared: |a-b|^2 = 2 - 2cos for unit vectors
+}
+"""dict: Chroma distance space -> the cosine similarity of a distance in it."""
+
+
+def is_chroma(vector_store: Any) -> bool:
+    """Whether a store is LangChain's ``Chroma`` wrapper (by class name: ``langchain_community`` and
+    ``langchain_chroma`` both name it so, and importing either only to check would be wasted)."""
+    return type(vector_store).__name__ == 'Chroma'
+
+
+def chroma_space(vector_store: VectorStore) -> Optional[str]:
+    """The distance space of a Chroma store's collection (``l2`` unless set), or None for another store or a Chroma
+    store whose collection was deleted."""
+    collection = getattr(vector_store, '_collection', None)
+    if collection is None or not is_chroma(vector_store):
+        return None
+    return (collection.metadata or {}).get('hnsw:space', 'l2')
+
+
+def chroma_store(vector_store: Any) -> Optional['ChromaStore']:
+    """A :class:`ChromaStore` over a LangChain ``Chroma`` store (with a collection), else None."""
+    if is_chroma(vector_store) and getattr(vector_store, '_collection', None) is not None:
+        return ChromaStore(vector_store)
+    return None
+
+
+def _documents(texts: Sequence[str], metadatas: Sequence[Optional[dict]]) -> list[Document]:
+    return [Document(page_content=text, metadata=metadata or {}) for text, metadata in zip(texts, metadatas)]
+
+
+class ChromaStore:
+    """A LangChain ``Chroma`` store behind the :class:`~rag_plugin.store.CorpusStore` interface: dense search from
+    Chroma, lexical search and corpus statistics from a BM25 index (bm25s) over its chunks.
+
+    The collection is looked up on each call (LangChain's wrapper drops it on ``delete_collection``).
+
+    Args:
+        vector_store (VectorStore): a LangChain ``Chroma`` store
+
+    Attributes:
+        vector_store (VectorStore): the wrapped store
+    """
+
+    def __init__(self, vector_store: VectorStore):
+        self.vector_store: VectorStore = vector_store
+        self._lexical: Optional[LexicalIndex] = None
+
+    # ---- the wrapper's parts ------------------------------------------------------------------------------------------
+    @property
+    def _collection(self) -> Any:
+        return self.vector_store._collection
+
+    @property
+    def name(self) -> str:
+        """The collection's name."""
+        return self._collection.name
+
+    @property
+    def persist_directory(self) -> Optional[str]:
+        """The folder the store is saved in (None in memory)."""
+        return getattr(self.vector_store, '_persist_directory', None)
+
+    @property
+    def embeddings(self) -> Any:
+        """The store's embedding model (None when it has none)."""
+        return getattr(self.vector_store, 'embeddings', None)
+
+    @property
+    def space(self) -> str:
+        """The collection's distance space (``l2`` unless set)."""
+        return (self._collection.metadata or {}).get('hnsw:space', 'l2')
+
+    def to_cosine(self, distance: float) -> float:
+        """The cosine similarity a raw distance of this collection stands for."""
+        return DISTANCE_TO_COSINE[self.space if self.space in DISTANCE_TO_COSINE else 'l2'](distance)
+
+    @property
+    def lexical(self) -> LexicalIndex:
+        """The BM25 index over the store's chunks (built on first use, kept in sync by chunk count and
+        :meth:`LexicalIndex.invalidate`)."""
+        if self._lexical is None:
+            self._lexical = LexicalIndex(self)
+        return self._lexical
+
+    # ---- reads -------------------------------------------------------------------------------------------------------
+    def count(self) -> int:
+        """How many chunks the store's table holds."""
+        return self._collection.count()
+
+    def ids(self) -> set[str]:
+        """Every chunk id of the store's table."""
+        return set(self._collection.get(include=[])['ids'])
+
+    def get(self, ids: Sequence[str]) -> dict[str, Document]:
+        """The chunks with these ids (ids the store lacks are left out), by id, in Chroma's order."""
+        got = self._collection.get(ids=list(ids), include=['documents', 'metadatas'])
+        return dict(zip(got['ids'], _documents(got['documents'], got['metadatas'])))
+
+    def chunks(self) -> tuple[list[str], list[Document]]:
+        """Every chunk: ``(ids, documents)`` in the same order."""
+        got = self._collection.get(include=['documents', 'metadatas'])
+        return list(got['ids']), _documents(got['documents'], got['metadatas'])
+
+    def metadatas(self) -> list[dict]:
+        """The metadata of every chunk."""
+        return [metadata or {} for metadata in self._collection.get(include=['metadatas'])['metadatas']]
+
+    def find(self, where: dict, limit: Optional[int] = None) -> list[Document]:
+        """Chunks whose metadata pass a filter, at most ``limit``."""
+        got = self._collection.get(where=where, include=['documents', 'metadatas'], limit=limit)
+        return _documents(got['documents'], got['metadatas'])
+
+    def embeddings_of(self, ids: Sequence[str]) -> dict[str, list[float]]:
+        """The stored embeddings of chunks, by id.
+
+        Chroma lists the embeddings its vector index holds, without their ids: when the index lacks a chunk of the
+        table (see ``stats --check``), each is read on its own and the chunks without one are left out."""
+        got = self._collection.get(ids=list(ids), include=['embeddings'])
+        if len(got['embeddings']) == len(got['ids']):
+            return dict(zip(got['ids'], got['embeddings']))
+        logger.warning('[RAG] The vector index lacks chunks of the store; run: python -m rag_plugin ingest --repair')
+        out = {}
+        for chunk_id in got['ids']:
+            one = self._collection.get(ids=[chunk_id], include=['embeddings'])
+            if len(one['embeddings']) == 1:
+                out[chunk_id] = one['embeddings'][0]
+        return out
+
+    def dense_search(self, vector: Sequence[float], n: int, where: Optional[dict] = None,
+                     with_embeddings: bool = False) -> list[DenseHit]:
+        """The ``n`` chunks nearest to an embedding, nearest first (only ids and distances are read, and the
+        embeddings when asked for)."""
+        include = ['distances'] + (['embeddings'] if with_embeddings else [])
+        result = self._collection.query(query_embeddings=[list(vector)], n_results=n, where=where or None,
+                                        include=include)
+        to_cosine = DISTANCE_TO_COSINE[self.space if self.space in DISTANCE_TO_COSINE else 'l2']
+        return [DenseHit(chunk_id, to_cosine(result['distances'][0][i]),
+                         result['embeddings'][0][i] if with_embeddings else None)
+                for i, chunk_id in enumerate(result['ids'][0])]
+
+    def lexical_search(self, query: str, k: int, where: Optional[dict] = None, refresh: bool = True
+                       ) -> list[tuple[Document, float]]:
+        """Up to ``k`` ``(chunk, BM25 score)`` with a positive score, best first (see :meth:`LexicalIndex.search`)."""
+        return self.lexical.search(query, k, where, refresh=refresh)
+
+    def idf(self, term: str) -> float:
+        """Inverse document frequency of a (normalised) word in the store's chunks."""
+        return self.lexical.idf(term)
+
+    def knows(self, term: str) -> bool:
+        """Whether the chunks use a (normalised) word (see :meth:`LexicalIndex.knows`)."""
+        return self.lexical.knows(term)
+
+    # ---- writes ------------------------------------------------------------------------------------------------------
+    def upsert(self, ids: Sequence[str], embeddings: Sequence[Sequence[float]], documents: Sequence[str],
+               metadatas: Sequence[dict]) -> None:
+        """Write chunks with their own embeddings under their ids (replacing any with the same id)."""
+        self._collection.upsert(ids=list(ids), embeddings=list(embeddings), documents=list(documents),
+                                metadatas=list(metadatas))
+        if self._lexical is not None:
+            self._lexical.invalidate()
+
+    def delete(self, ids: Sequence[str]) -> None:
+        """Delete the chunks with these ids."""
+        self.vector_store.delete(ids=list(ids))
+        if self._lexical is not None:
+            self._lexical.invalidate()
+
+    # ---- Chroma's internals: write log and per-process vector index ---------------------------------------------------
+    def _system(self) -> Any:
+        return getattr(getattr(self.vector_store, '_client', None), '_system', None)
+
+    @property
+    def is_persistent(self) -> bool:
+        """Whether the store is saved on disk (other processes may write to it)."""
+        system = self._system()
+        return bool(system is not None and system.settings.is_persistent)
+
+    def version(self) -> int:
+        """The sequence number of the last write logged in Chroma's queue (any process); -1 before the first."""
+        from chromadb.db.impl.sqlite import SqliteDB  # chromadb is only needed with a Chroma store
+        with self._system().instance(SqliteDB).tx() as cur:
+            row = cur.execute('SELECT MAX(seq_id) FROM embeddings_queue').fetchone()
+        return int(row[0]) if row and row[0] is not None else -1
+
+    def vector_index(self) -> Any:
+        """Chroma's vector index (HNSW segment) of the collection in this process."""
+        from chromadb.segment import SegmentManager, VectorReader
+        return self._system().instance(SegmentManager).get_segment(self._collection.id, VectorReader)
+
+    def index_ids(self) -> set[str]:
+        """The chunk ids this process's vector index can return (its graph, plus its unsaved batch)."""
+        segment = self.vector_index()
+        ids = set(getattr(segment, '_id_to_label', {}))
+        batch = getattr(segment, '_curr_batch', None)
+        if batch is not None:
+            ids |= set(batch.get_written_ids())
+            ids -= set(batch.get_deleted_ids())
+        return ids
+
+    def reopen_index(self) -> None:
+        """Drop this process's copy of the collection's vector index; Chroma re-opens it from disk and replays the
+        writes logged since it was last saved (what a restart does)."""
+        from chromadb.segment import SegmentManager, VectorReader
+        from chromadb.types import SegmentScope
+        manager = self._system().instance(SegmentManager)
+        collection_id = self._collection.id
+        segment = manager._get_segment_sysdb(collection_id, SegmentScope.VECTOR)
+        with manager._lock:
+            old = manager._instances.pop(segment['id'], None)
+        if old is not None:
+            old.stop()
+        manager.get_segment(collection_id, VectorReader)
+
+
+def chroma_internals(vector_store: Any) -> Optional[ChromaStore]:
+    """A :class:`ChromaStore` whose Chroma internals (client system, write log, vector index) are reachable, else
+    None (another store, or a wrapper without a client)."""
+    store = chroma_store(vector_store)
+    return store if store is not None and store._system() is not None else None
