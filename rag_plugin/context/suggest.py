@@ -70,11 +70,12 @@ def in_sentence_case(question: str, texts: Iterable[str]) -> str:
 
 
 class SuggestionChecker:
-    """Runs a candidate question through the RAG's retrieval and guard, as :meth:`RAG.run` would, and keeps it when
-    the guard answers and the best chunk comes from the candidate's document (and section).
+    """Runs a candidate question through the RAG's retrieval, guard and (offline) answerer, as :meth:`RAG.run` would,
+    and keeps it when it is answered and the best chunk comes from the candidate's document (and section).
 
     Args:
-        components (Callable[[], RAGComponents]): returns the RAG's parts (its retriever and ``k`` are used)
+        components (Callable[[], RAGComponents]): returns the RAG's parts (its retriever, ``k``, generator and
+            embeddings are used)
         guard (Callable[[str, list[Document], str], object]): ``(question, docs, mode) -> GuardDecision``
     """
 
@@ -130,8 +131,8 @@ class SuggestionChecker:
         decision = self._guard(candidate.question, docs, mode)
         if getattr(decision, 'abstain', True):
             return None
-        if not self.rag.is_generative() and not self.rag.generator.fallback.select(
-                candidate.question, docs, self.rag.embeddings, synonyms=getattr(decision, 'by_meaning', None)).text:
+        if not parts.is_generative() and not parts.generator.fallback.select(
+                candidate.question, docs, parts.embeddings, synonyms=getattr(decision, 'by_meaning', None)).text:
             return None  # the extractive answerer would find no sentence that answers it
         return in_sentence_case(candidate.question, [d.page_content for d in docs])
 
