@@ -1,5 +1,8 @@
 """Command line: ``python -m rag_plugin ingest|ask|retrieve|answer|serve|stats|trace|setup-nltk`` on the default
-store and models."""
+store and models.
+
+Each command imports the package modules it needs inside its own function: ``--help``, ``trace`` or ``stats`` then
+start without loading LangChain, Chroma, BBF or the embedding model (start-up time, README "Start-up")."""
 from __future__ import annotations
 
 import argparse

@@ -8,16 +8,27 @@ can run onto the next page in the reference's own pipeline).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import statistics
+import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
 from langchain_core.documents import Document
 
-from rag_plugin.store import ChromaStore
+from rag_plugin.defaults import default_embeddings, default_splitter, default_vector_store
+from rag_plugin.generate.extractive import ExtractiveLLM
+from rag_plugin.guard import (DEFAULT_COVERAGE_BELOW, DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE,
+                              DEFAULT_RELEVANCE_THRESHOLD, CorpusSignals, WordSimilarity, match_terms)
+from rag_plugin.rag import RAG
+from rag_plugin.retrieve import DenseRetriever, Fusion, HybridRetriever
+from rag_plugin.standalone import StandaloneBot
+from rag_plugin.store import ChromaStore, LexicalIndex
+from rag_plugin.text import tokens, weight_share
+from rag_plugin.trace import TraceWriter, read_trace
 
 Retrieve = Callable[[str, int], list[Document]]
 """A retriever under test: ``(question, k) -> chunks`` (most relevant first; ``metadata['score']`` optional)."""
@@ -158,8 +169,6 @@ def evaluate_retriever(name: str, retrieve: Retrieve, items: list[QAItem], ks: t
             10 ms call is mostly the machine's noise)
         guard_k (int): the guard sees the top ``guard_k`` chunks, as the RAG does with its ``k``
     """
-    from rag_plugin.guard import match_terms
-    from rag_plugin.text import weight_share
     depth = max(max(ks), 10)
     result = ConfigResult(name)
     latencies, best_ok, best_no = [], [], []
@@ -278,7 +287,6 @@ def make_retriever(name: str, vector_store):
     words the documents use), the RAG's default. ``hybrid-convex-fixed``: the same with BM25 always at 0.3.
     ``hybrid-convex-mmr``: hybrid-convex with MMR diversity.
     """
-    from rag_plugin.retrieve import DenseRetriever, Fusion, HybridRetriever
     if name == 'dense':
         return DenseRetriever(vector_store).retrieve
     if name == 'hybrid-rrf':
@@ -293,14 +301,12 @@ def make_retriever(name: str, vector_store):
 
 
 def _cache_folder(cache_dir: Path, pdfs: Path, kind: str) -> Path:
-    import hashlib
     key = hashlib.sha256(str(pdfs.resolve()).encode()).hexdigest()[:10]
     return cache_dir / f'{pdfs.name}-{key}' / kind
 
 
 def ours_store(pdfs: Path, cache_dir: Path, embeddings, progress: bool = True):
     """Ingest ``pdfs`` with rag_plugin into a cached store (idempotent: later runs add nothing)."""
-    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
     bot = StandaloneBot()
     ExtractiveLLM(bot)
     store = default_vector_store(str(_cache_folder(cache_dir, pdfs, 'rag_plugin')), embeddings)
@@ -313,9 +319,7 @@ def bbf_store(pdfs: Path, cache_dir: Path, embeddings):
 
     BBF's loader adds every chunk again on each call, so it only runs when the cached store is empty.
     """
-    from besser.bot.nlp.rag.rag import RAG as BBFRAG
-
-    from rag_plugin import StandaloneBot, default_splitter, default_vector_store
+    from besser.bot.nlp.rag.rag import RAG as BBFRAG  # BBF's own RAG, only for the --baseline run
     store = default_vector_store(str(_cache_folder(cache_dir, pdfs, 'bbf')), embeddings)
     rag = BBFRAG(StandaloneBot(), store, default_splitter(), 'none', k=4)
     if ChromaStore(store).count() == 0:
@@ -335,7 +339,7 @@ def bbf_retrieve(rag) -> Retrieve:
 
 def plot(results: list[ConfigResult], ks: tuple[int, ...], path: str, title: str = '') -> None:
     """Save a PNG: page-level (or document-level) hit@k per configuration, and the abstention trade-off curves."""
-    import matplotlib
+    import matplotlib  # only for the plot (an optional extra)
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -396,10 +400,6 @@ def run_evaluation(pdfs: str, qa_files: list[str], ks: tuple[int, ...] = (1, 4, 
     Returns:
         list[ConfigResult]: one per configuration, the baseline first when asked for
     """
-    from rag_plugin.defaults import default_embeddings
-    from rag_plugin.guard import (DEFAULT_COVERAGE_BELOW, DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE,
-                                  DEFAULT_RELEVANCE_THRESHOLD, CorpusSignals, WordSimilarity)
-    from rag_plugin.store import LexicalIndex
     threshold = DEFAULT_RELEVANCE_THRESHOLD if threshold is None else threshold
     items = [item for path in qa_files for item in load_qa(path)]
     embeddings = default_embeddings()
@@ -425,7 +425,6 @@ def run_evaluation(pdfs: str, qa_files: list[str], ks: tuple[int, ...] = (1, 4, 
 
 def results_to_dict(results: list[ConfigResult]) -> list[dict]:
     """Plain data for ``--json``."""
-    from dataclasses import asdict
     return [asdict(r) for r in results]
 
 
@@ -436,7 +435,6 @@ EVIDENCE_RECALL = 0.6
 
 def token_recall(reference: str, answer: str) -> float:
     """Share of the reference's distinct content words that the answer contains (1.0 for an empty reference)."""
-    from rag_plugin.text import tokens
     wanted = set(tokens(reference))
     return len(wanted & set(tokens(answer))) / len(wanted) if wanted else 1.0
 
@@ -492,9 +490,7 @@ def evaluate_answers(name: str, rag, items: list[QAItem], per_question: Optional
         items (list[QAItem]): the questions
         per_question (list): when given, one dict per question is appended (see ``--per-question``)
     """
-    import tempfile
 
-    from rag_plugin.trace import TraceWriter, read_trace
     result = AnswerResult(name)
     tracer = rag.tracer
     folder = tempfile.TemporaryDirectory()
@@ -597,8 +593,6 @@ def run_answer_evaluation(pdfs: str, qa_files: list[str], configs: tuple[str, ..
         progress (bool): show ingestion progress
         per_question (list): when given, receives one dict per question and configuration
     """
-    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter
-    from rag_plugin.defaults import default_embeddings
     items = [item for path in qa_files for item in load_qa(path)]
     store, _ = ours_store(Path(pdfs), Path(cache_dir), default_embeddings(), progress)
     results = []

@@ -92,6 +92,9 @@ lot lots kinda sorta right now today yesterday tomorrow currently'''.split())
 
 _FUNCTION_WORDS = sorted(STOP_WORDS | _QUESTION_STOP_WORDS)
 
+TYPO_SIMILARITY = 0.85
+"""float: how close (difflib ratio) a rare word must be to a function word to be read as its typo ("wich")."""
+
 
 @dataclass(frozen=True)
 class Term:
@@ -108,7 +111,7 @@ class Term:
 def _misspelt_function_word(surface: str) -> bool:
     """A typo of a function word ("befor", "wich", "anyting"): a rare word one letter from a stop word."""
     return (len(surface) >= 4 and not is_common_english(surface)
-            and bool(difflib.get_close_matches(surface, _FUNCTION_WORDS, n=1, cutoff=0.85)))
+            and bool(difflib.get_close_matches(surface, _FUNCTION_WORDS, n=1, cutoff=TYPO_SIMILARITY)))
 
 
 def content_terms(question: str) -> list[Term]:

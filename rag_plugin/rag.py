@@ -12,7 +12,9 @@ from langchain_text_splitters import TextSplitter
 from rag_plugin.augment import DEFAULT_LLM_PROMPT, PromptBuilder
 from rag_plugin.citations import answer_category, list_sources, resolve_citations
 from rag_plugin.components import RAGComponents
+from rag_plugin.context import ContextEngine
 from rag_plugin.context.intents import is_overview_question
+from rag_plugin.context.scope import Scope
 from rag_plugin.generate.extractive import is_extractive
 from rag_plugin.generate.refusal import is_refusal
 from rag_plugin.generate.resilient import (DEFAULT_BREAKER_COOL_DOWN, DEFAULT_BREAKER_FAILURES, DEFAULT_DEADLINE,
@@ -23,17 +25,19 @@ from rag_plugin.guard import (DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE, DEFAULT
 from rag_plugin.history import ConversationHistory
 from rag_plugin.ingest import IngestReport, Ingestor, ledger_for
 from rag_plugin.ingest.loaders import PDF_EXTENSIONS
+from rag_plugin.ingest.uploads import decode_upload
+from rag_plugin.ingest.loaders import file_digest
 from rag_plugin.inputs import DEFAULT_MAX_QUESTION_CHARS, check_filter, check_question, cut_question
 from rag_plugin.message import RAGMessage
 from rag_plugin.query_memo import RecentQueries
 from rag_plugin.retrieve import default_retriever
+from rag_plugin.store import scope_filter
 from rag_plugin.text.abbreviations import expand
 from rag_plugin.rewrite import QueryRewriter
 from rag_plugin.trace import StageTimer, TraceWriter, default_trace_path, run_record
 
 if TYPE_CHECKING:
     from besser.bot.core.bot import Bot
-    from rag_plugin.context import ContextEngine
     from besser.bot.core.file import File
     from besser.bot.core.session import Session
     from besser.bot.nlp.llm.llm import LLM
@@ -279,7 +283,6 @@ class RAG:
             text (str): the text
             metadata (dict): scalar metadata stored on every chunk (``source_id``, ``title``, ``tags`` list...)
         """
-        from rag_plugin.ingest.loaders import file_digest
         metadata = dict(metadata or {})
         data = text.encode('utf-8')
         source_id = str(metadata.pop('source_id', None) or f'text-{file_digest(data)}.txt')
@@ -298,7 +301,6 @@ class RAG:
         Returns:
             IngestReport: the outcome (a refused file is reported as skipped, with the reason)
         """
-        from rag_plugin.ingest.uploads import decode_upload
         return decode_upload(self.ingestor, file, max_mb)
 
     def set_scope(self, session: 'Session', filter: Optional[dict] = None, **scope) -> None:
@@ -309,7 +311,6 @@ class RAG:
             filter (dict): a metadata filter; or keyword arguments of :func:`rag_plugin.store.scope_filter`
                 (``source_id``, ``document_id``, ``tags``). No filter and no keywords clear the scope.
         """
-        from rag_plugin.store import scope_filter
         session.set(SCOPE_KEY, filter or scope_filter(**scope))
 
     # ---- the pipeline -----------------------------------------------------------------------------------------------
@@ -451,7 +452,6 @@ class RAG:
                   ) -> Optional[RAGMessage]:
         """Answer an overview question with :meth:`ContextEngine.overview` over the run's scope; None when the scope
         is a filter the overview cannot follow (the question is then answered as any other) or the store fails."""
-        from rag_plugin.context.scope import Scope
         scope = Scope.from_filter(filter)
         if scope is None:
             return None
@@ -488,11 +488,10 @@ class RAG:
 
     # ---- context for agents (rag_plugin.context) ---------------------------------------------------------------------
     @property
-    def context(self) -> 'ContextEngine':
+    def context(self) -> ContextEngine:
         """The context engine behind :meth:`retrieve_context`, :meth:`answer_context` and :meth:`context_plus_summary`
         (created on first use; tune it through ``rag.context.settings``)."""
         if self._context is None:
-            from rag_plugin.context import ContextEngine
             self._context = ContextEngine(self.components)
         return self._context
 

@@ -14,6 +14,7 @@ from typing import Optional
 from langchain_core.vectorstores import VectorStore
 
 from rag_plugin.section_spans import SECTION_SPANS_KEY, parse_spans
+from rag_plugin.ingest.code import CODE_LANGUAGES
 from rag_plugin.store import ChromaStore, chroma_store
 
 DOCUMENT_KINDS: dict[str, re.Pattern] = {
@@ -161,6 +162,5 @@ class SourceCatalog:
 
 
 def _code_language(source_id: str) -> Optional[str]:
-    from rag_plugin.ingest.code import CODE_LANGUAGES
     language = CODE_LANGUAGES.get(PurePosixPath(source_id).suffix.lower())
     return language.value if language is not None else None

@@ -36,6 +36,7 @@ from rag_plugin.context.ranking import Candidate, attach_cosines, chunk_key, fus
 from rag_plugin.context.scope import ResolvedScope, Scope, resolve_scope
 from rag_plugin.ingest.loaders import without_page_footer
 from rag_plugin.context.suggest import Suggestion, SuggestionChecker, heading_question
+from rag_plugin.ingest.code import parse_symbols
 from rag_plugin.store import chroma_store
 
 if TYPE_CHECKING:
@@ -456,7 +457,6 @@ class ContextEngine:
         """The declaration in a code chunk that the question names: ``(symbol, line_start, line_end)``."""
         if not request.names or not metadata.get('symbols'):
             return None
-        from rag_plugin.ingest.code import parse_symbols
         symbols = parse_symbols(metadata.get('symbols'))
         for name in request.names:
             for symbol, start, end in symbols:
@@ -495,7 +495,6 @@ class ContextEngine:
         if candidate.critical:
             item['critical'] = True
         if m.get('language'):
-            from rag_plugin.ingest.code import parse_symbols
             item['language'] = m['language']
             item['symbols'] = [{'name': name, 'line_start': start, 'line_end': end}
                                for name, start, end in parse_symbols(m.get('symbols'))]

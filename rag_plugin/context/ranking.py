@@ -17,6 +17,10 @@ from rag_plugin.text import tokens
 RRF_K = 60
 """int: the rank offset of runs without retrieval scores (as in reciprocal rank fusion)."""
 
+ALIGNMENT_COSINE_SHARE = 0.5
+"""float: a candidate's alignment with the question is this share of its cosine plus the rest of its coverage of the
+question's words."""
+
 
 @dataclass
 class Candidate:
@@ -147,7 +151,8 @@ def rerank(candidates: list[Candidate], question: str, alignment_weight: float, 
     top = max(c.fused for c in candidates) or 1.0
     covered = coverage(question, candidates) if alignment_weight else {}
     for c in candidates:
-        alignment = 0.5 * (c.cosine or 0.0) + 0.5 * covered.get(c.chunk_id, 0.0)
+        share = ALIGNMENT_COSINE_SHARE
+        alignment = share * (c.cosine or 0.0) + (1 - share) * covered.get(c.chunk_id, 0.0)
         c.final = (c.fused / top + alignment_weight * alignment) * (1.0 + boost_of(c))
     return sorted(candidates, key=lambda c: -c.final)
 

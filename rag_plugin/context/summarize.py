@@ -15,6 +15,7 @@ from typing import Optional
 from langchain_core.documents import Document
 
 from rag_plugin.context.catalog import is_critical
+from rag_plugin.ingest.code import parse_symbols
 from rag_plugin.text import split_sentences, tokens
 
 CRITICAL_CUES = re.compile(
@@ -171,7 +172,6 @@ def extractive_summary(query: str, docs: list[Document], max_sentences: int = 3,
 
 def code_outline(docs: list[Document], focus: Optional[dict[int, str]] = None, max_items: int = 4) -> str:
     """A summary of code items: file, lines, enclosing symbol, and its first comment or docstring sentence."""
-    from rag_plugin.ingest.code import parse_symbols
     parts = []
     for n, doc in enumerate(docs[:max_items], start=1):
         m = doc.metadata
@@ -223,7 +223,6 @@ def critical_points(docs: list[Document], max_points: int = 6) -> list[str]:
 
 def topics(docs: list[Document], mode: str, max_topics: int = 8) -> list[str]:
     """Topics of the items: code symbols (code mode) or section headings, then frequent distinctive terms."""
-    from rag_plugin.ingest.code import parse_symbols
     found: list[str] = []
 
     def add(topic: Optional[str]) -> None:
@@ -261,7 +260,6 @@ def key_points(query: str, docs: list[Document], per_document: int = 2, panorami
                ) -> list[tuple[str, str, str]]:
     """The best sentences of each document among the items, in item order: ``(source_id, title, text)``; code
     files list their symbols and first comment instead (``panoramic`` as in :func:`extractive_summary`)."""
-    from rag_plugin.ingest.code import parse_symbols
     sentences = item_sentences(docs)
     _score(query, sentences, docs if panoramic else None)
     order: dict[str, list[int]] = {}

@@ -19,6 +19,7 @@ import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
+from rag_plugin.augment import FRAGMENT_CLOSE, FRAGMENT_OPEN
 from rag_plugin.text import WORD, split_sentences, tokens  # noqa: F401 - re-exported for older imports
 
 if TYPE_CHECKING:
@@ -134,6 +135,14 @@ question's own words: a follow-up is answered from sentences about the new quest
 NUMBER_BONUS = 0.05
 """float: a question asking for a quantity ("how long", "how much", "limit") favours sentences with a number."""
 
+DENSE_SHARE = 0.5
+"""float: a sentence's support is this share of its cosine to the question plus the rest of its IDF-weighted word
+share (word share alone without embeddings)."""
+
+RANK_TIE_BREAK = 0.04
+"""float: added to a sentence's score divided by its fragment's retrieval rank, so that among equal supports the
+better-ranked fragment's sentence wins."""
+
 DEFAULT_MIN_SUPPORT = 0.22
 """float: the answerer abstains when no sentence supports the question at least this much (measured)."""
 
@@ -205,8 +214,9 @@ class ExtractiveAnswerer:
         for i, sentence in enumerate(sentences):
             lexical = sum(idf[t] for t in weights if t in bags[i]) / total
             bonus = NUMBER_BONUS if quantity and _NUMBER.search(sentence.text) else 0.0
-            sentence.support = (0.5 * lexical + 0.5 * float(dense[i]) if embeddings is not None else lexical) + bonus
-            sentence.score = sentence.support + 0.04 / sentence.fragment  # retrieval rank breaks ties
+            mixed = (1 - DENSE_SHARE) * lexical + DENSE_SHARE * float(dense[i]) if embeddings is not None else lexical
+            sentence.support = mixed + bonus
+            sentence.score = sentence.support + RANK_TIE_BREAK / sentence.fragment
 
     def select(self, question: str, docs: list[Document], embeddings: Optional[Embeddings] = None,
                query: Optional[str] = None, synonyms: Optional[dict[str, str]] = None) -> Extraction:
@@ -370,7 +380,6 @@ class ExtractiveLLM:
                 system_message: str = None) -> str:
         """Answer a prompt made by :class:`~rag_plugin.augment.PromptBuilder` (fragments and question parsed back);
         any other text is treated as one fragment whose last line is the question."""
-        from rag_plugin.augment import FRAGMENT_CLOSE, FRAGMENT_OPEN
         fragments = re.findall(re.escape(FRAGMENT_OPEN) + r' \[\d+\][^\n]*>>>\n(.*?)\n' + re.escape(FRAGMENT_CLOSE),
                                message, flags=re.S)
         question_match = re.findall(r'^Question: (.*)$', message, flags=re.M)
