@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import logging
+import uuid
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional
 
 from langchain_core.documents import Document
@@ -10,6 +12,8 @@ from langchain_core.vectorstores import VectorStore
 from langchain_text_splitters import TextSplitter
 
 from rag_plugin.augment import DEFAULT_LLM_PROMPT, PromptBuilder
+from rag_plugin.cache.semantic import SemanticCache
+from rag_plugin.cache.terms import corpus_names
 from rag_plugin.citations import answer_category, list_sources, resolve_citations
 from rag_plugin.components import RAGComponents
 from rag_plugin.context.intents import is_overview_question
@@ -53,6 +57,19 @@ MAX_UPLOAD_MB = 20.0
 """float: default size limit of files uploaded in the chat (:meth:`RAG.add_file`)."""
 
 
+_PROCESS_TOKEN = uuid.uuid4().hex[:12]
+
+
+@dataclass
+class _CacheTurn:
+    """One run's dealings with the answer cache: where it looked, with what, and what happened (for the trace)."""
+    follow_up: bool = False
+    namespace: Optional[str] = None
+    text: str = ''
+    vector: Optional[list] = None
+    report: dict = field(default_factory=dict)
+
+
 class RAG:
     """A Retrieval Augmented Generation (RAG) engine that answers only from your documents, with sources.
 
@@ -89,6 +106,7 @@ class RAG:
         max_history_turns (int): turns kept per session by the in-memory history
         max_question_chars (int): longer questions are cut to this many characters (retrieval, prompt and trace),
             with a note in the trace (0 disables)
+        cache (SemanticCache): the semantic answer cache (None: off, the default; see :mod:`rag_plugin.cache`)
 
     Attributes:
         vector_store (VectorStore): the vector store
@@ -109,6 +127,7 @@ class RAG:
         not_found_answer (str): the answer when nothing relevant is found
         max_question_chars (int): longer questions are cut to this many characters
         tracer (TraceWriter | None): the per-call trace, when on
+        cache (SemanticCache | None): the semantic answer cache, when on
     """
 
     DEFAULT_LLM_PROMPT = DEFAULT_LLM_PROMPT
@@ -137,6 +156,7 @@ class RAG:
             rewrite_queries: bool = True,
             max_history_turns: int = 20,
             max_question_chars: int = DEFAULT_MAX_QUESTION_CHARS,
+            cache: Optional[SemanticCache] = None,
     ):
         if bot is None or not hasattr(bot, 'nlp_engine'):
             raise ValueError('RAG needs the bot it belongs to (or rag_plugin.standalone.StandaloneBot() outside a bot)')
@@ -174,6 +194,10 @@ class RAG:
         self.tracer: Optional[TraceWriter] = TraceWriter(trace_file) if trace_file else None
         self._nlp_engine._rag = self
         self._context = None
+        self.cache: Optional[SemanticCache] = cache
+        self._writes = 0  # the corpus version of a store without version(): this process's writes
+        self.ingestor.on_change.append(self._count_write)
+        self._names: tuple = (None, frozenset())
 
     @property
     def retriever(self):
@@ -198,6 +222,9 @@ class RAG:
         lexical = getattr(self._retriever, 'lexical', None)
         if lexical is not None:
             lexical.invalidate()
+
+    def _count_write(self) -> None:
+        self._writes += 1
 
     def components(self) -> RAGComponents:
         """The parts of this RAG a stage uses, as they are now (see :class:`~rag_plugin.components.RAGComponents`)."""
@@ -401,6 +428,17 @@ class RAG:
         with timer.stage('rewrite'):
             deadline = self.generator.start()  # the rewrite and the generation share it
             query = self.rewriter.rewrite(llm, question, history, deadline, self.generator.breaker(llm_name))
+        turn = None
+        if self.cache is not None:
+            with timer.stage('cache'):
+                turn, cached = self._cache_lookup(llm, question, query, history, filter, llm_name, llm_prompt, k)
+            if cached is not None:  # answered from the cache: still the session's history, events and trace
+                timings = timer.total()
+                self.history.record(session, question, cached.to_dict())
+                self._remember(session, cached)
+                self._trace(session, cached, cached.docs, None, None, timings, note=note, route='cache',
+                            cache=turn.report)
+                return cached
         try:
             with timer.stage('retrieve'):
                 retrieved = self.retriever.retrieve(self._search_text(query), k, filter)
@@ -436,11 +474,89 @@ class RAG:
                                     sources=list_sources(retrieved, cited), confidence=decision.confidence,
                                     degraded=generation.degraded, query=query, cited=cited,
                                     category=answer_category(retrieved, cited))
+        if turn is not None:
+            self._cache_store(turn, result, note)
         timings = timer.total()
         self.history.record(session, question, result.to_dict())
         self._remember(session, result)
-        self._trace(session, result, retrieved, decision, generation, timings, note=note, refused_by=refused_by)
+        self._trace(session, result, retrieved, decision, generation, timings, note=note, refused_by=refused_by,
+                    cache=turn.report if turn is not None else None)
         return result
+
+    # ---- the answer cache (rag_plugin.cache) --------------------------------------------------------------------------
+    def corpus_version(self) -> str:
+        """A text that changes whenever the corpus changes: the store's :meth:`CorpusStore.version` (which sees
+        every process's writes), or, for a store without one, this process's write count with a token of the process
+        (safe: such a cache is then never shared with another process)."""
+        from rag_plugin import store as stores
+        factory = getattr(stores, 'corpus_store', None) or stores.chroma_store
+        store = factory(self.vector_store)
+        version = getattr(store, 'version', None) if store is not None else None
+        if callable(version):
+            return f'store:{version()}'
+        return f'process:{_PROCESS_TOKEN}:{self._writes}'
+
+    def _corpus_names(self, version: str) -> frozenset:
+        """The names this corpus uses to tell things apart (for the cache's wording rules), once per version."""
+        if self._names[0] != version:
+            from rag_plugin.store import chroma_store
+            store = chroma_store(self.vector_store)
+            names = frozenset()
+            if store is not None:
+                names = corpus_names(doc.page_content for doc in store.chunks()[1])
+            self._names = (version, names)
+        return self._names[1]
+
+    def _cache_lookup(self, llm: 'LLM', question: str, query: str, history: list, filter: Optional[dict],
+                      llm_name: str, llm_prompt: Optional[str], k: int) -> tuple['_CacheTurn', Optional[RAGMessage]]:
+        """Look the question up in the cache (a follow-up by its standalone query); a failure is a miss."""
+        follow_up = any(getattr(m, 'is_user', False) for m in history)
+        turn = _CacheTurn(follow_up=follow_up)
+        if follow_up and is_extractive(llm) and self.rewriter.heuristic.is_elliptic(question):
+            # the offline rewrite only guesses what an elliptic follow-up refers to: its answer depends on the history
+            turn.report = {'status': 'skipped', 'reason': 'follow-up that needs the conversation'}
+            return turn, None
+        if self.embeddings is None:
+            turn.report = {'status': 'skipped', 'reason': 'the store has no embedding model'}
+            return turn, None
+        try:
+            turn.text = self._search_text(query)
+            version = self.corpus_version()
+            turn.namespace = self.cache.namespace(filter, llm_name, llm_prompt or self.llm_prompt, k, version)
+            turn.vector = self.embeddings.embed_query(turn.text)
+            names = self._corpus_names(version)
+        except Exception as e:  # noqa: BLE001 - the cache is an optimisation; the question is answered anyway
+            logger.warning('[RAG] Answer cache lookup failed: %s: %s', type(e).__name__, e)
+            turn.report = {'status': 'unavailable', 'error': f'{type(e).__name__}: {e}'}
+            turn.namespace = None
+            return turn, None
+        hit, turn.report = self.cache.lookup(turn.namespace, turn.text, turn.vector, names)
+        if hit is None:
+            return turn, None
+        try:
+            message = RAGMessage.from_dict(hit.answer)
+        except Exception as e:  # noqa: BLE001 - an unreadable entry is a miss
+            logger.warning('[RAG] Unreadable answer cache entry: %s: %s', type(e).__name__, e)
+            turn.report = {'status': 'miss', 'error': 'unreadable entry'}
+            return turn, None
+        message.question, message.query, message.cached = question, query, True
+        return turn, message
+
+    def _cache_store(self, turn: '_CacheTurn', result: RAGMessage, note: Optional[str]) -> None:
+        """Store a confident answer to a question that did not need the conversation."""
+        if turn.namespace is None:
+            return
+        reason = self.cache.storable(result)
+        if reason is None and turn.follow_up:
+            reason = 'follow-up (the answer used the conversation)'
+        if reason is None and note:
+            reason = 'question cut'
+        if reason is not None:
+            self.cache.skipped()
+            turn.report['stored'] = False
+            turn.report['not_stored'] = reason
+            return
+        turn.report['stored'] = self.cache.store(turn.namespace, turn.text, turn.vector, result.to_dict())
 
     def _search_text(self, query: str) -> str:
         """The query as searched: abbreviations the documents do not use are spelt out ("pwd" -> "password")."""
@@ -523,10 +639,11 @@ class RAG:
     def _trace(self, session: Optional['Session'], result: RAGMessage, retrieved: list[Document],
                decision: Optional[GuardDecision], generation: Optional[Generation], timings: dict[str, float],
                error: Optional[str] = None, note: Optional[str] = None, refused_by: Optional[str] = None,
-               route: str = 'retrieval') -> None:
+               route: str = 'retrieval', cache: Optional[dict] = None) -> None:
         if self.tracer is None:
             return
-        record = run_record(session, result, retrieved, decision, generation, timings, error, note, refused_by, route)
+        record = run_record(session, result, retrieved, decision, generation, timings, error, note, refused_by, route,
+                            cache)
         try:
             self.tracer.write(record)
         except (OSError, ValueError) as e:  # a full disk or text no encoder takes must not cost the reply

@@ -1,0 +1,15 @@
+"""Semantic answer cache: a question asked again in other words is answered in milliseconds, never with the answer
+of a question that only looks alike.
+
+``RAG(..., cache=SemanticCache())`` (in this process) or ``SemanticCache('redis://127.0.0.1:6379/0')`` (shared by
+several bot processes; ``pip install 'rag_plugin[redis]'``). Off by default in the library. See
+:mod:`rag_plugin.cache.semantic` for the rules of a hit and :mod:`rag_plugin.cache.terms` for the wording rules.
+"""
+from rag_plugin.cache.backends import CacheBackend, CacheEntry, CacheUnavailable, InProcessBackend, RedisBackend
+from rag_plugin.cache.semantic import (DEFAULT_EXTRA_THRESHOLD, DEFAULT_MAX_ENTRIES, DEFAULT_THRESHOLD, DEFAULT_TTL,
+                                       CacheHit, SemanticCache)
+from rag_plugin.cache.terms import corpus_names, disagreement, extra_words, question_terms
+
+__all__ = ['SemanticCache', 'CacheHit', 'CacheBackend', 'CacheEntry', 'CacheUnavailable', 'InProcessBackend',
+           'RedisBackend', 'corpus_names', 'disagreement', 'extra_words', 'question_terms', 'DEFAULT_THRESHOLD',
+           'DEFAULT_EXTRA_THRESHOLD', 'DEFAULT_TTL', 'DEFAULT_MAX_ENTRIES']
