@@ -127,7 +127,8 @@ class RedisBackend(CacheBackend):
 
     Per namespace ``ns``: a sorted set ``{prefix}:{ns}:lru`` (entry id -> last use), a hash ``{prefix}:{ns}:vec``
     (id -> question and float32 vector) and one string key per answer ``{prefix}:{ns}:a:{id}`` with the TTL, and a
-    write counter ``{prefix}:{ns}:gen``. A lookup reads the counter (one round trip); the process keeps the vectors
+    write mark ``{prefix}:{ns}:gen`` (a new random value on every write, so a restarted or cleared server never
+    repeats one). A lookup reads the counter (one round trip); the process keeps the vectors
     of the namespace and fetches them again only after a write. Every key of a namespace expires ``ttl`` after its
     last write, so namespaces of old corpus versions disappear by themselves. Plain Redis (no search module).
 
@@ -209,7 +210,7 @@ class RedisBackend(CacheBackend):
             pipe.set(self._key(namespace, f'a:{entry_id}'), json.dumps(answer, default=str), ex=seconds)
             pipe.hset(vec, entry_id, record)
             pipe.zadd(lru, {entry_id: now})
-            pipe.incr(gen)
+            pipe.set(gen, uuid.uuid4().hex)
             for key in (lru, vec, gen):
                 pipe.expire(key, seconds)
             pipe.zcard(lru)
@@ -222,7 +223,7 @@ class RedisBackend(CacheBackend):
                     pipe.zrem(lru, *old)
                     pipe.hdel(vec, *old)
                     pipe.delete(*[self._key(namespace, f'a:{i}') for i in old])
-                    pipe.incr(gen)
+                    pipe.set(gen, uuid.uuid4().hex, ex=seconds)
                     pipe.execute()
         self._call(write)
 
