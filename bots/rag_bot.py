@@ -23,6 +23,7 @@ from besser.bot.platforms import websocket  # noqa: E402
 from rag_plugin import (DEFAULT_NOT_FOUND_ANSWER, RAG, RAGMessage, default_llm, default_splitter,  # noqa: E402
                         default_vector_store)
 from rag_plugin.rag import LAST_RAG_MESSAGE_KEY  # noqa: E402
+from rag_plugin.cache import cache_from_env  # noqa: E402
 from rag_plugin.channels.events import on_rag_outcomes  # noqa: E402
 from rag_plugin.channels.webchat import describe_ingestion, use_rag_webchat  # noqa: E402
 from rag_plugin.channels.websocket import reply_rag_streaming  # noqa: E402
@@ -60,6 +61,9 @@ rag = RAG(
     num_previous_messages=6,
     trace_file=TRACE,
     not_found_answer=f'{DEFAULT_NOT_FOUND_ANSWER} {CLARIFY}',  # one message per abstention, asking to clarify
+    # the semantic answer cache: on in the demo (in this process; RAG_PLUGIN_ANSWER_CACHE=redis://... shares it
+    # between bot processes, =off disables it)
+    cache=cache_from_env(default='memory'),
 )
 report = rag.ingest(PDFS, progress=True)  # first start: embeds; later starts: every file 'unchanged'
 logging.info('[rag_bot] %s', str(report).splitlines()[0])

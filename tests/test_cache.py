@@ -427,3 +427,38 @@ def test_the_websocket_bot_answers_a_repeated_question_from_the_cache(corpus_sto
         client.close()
     assert first['cached'] is False and second['cached'] is True
     assert second['answer'] == first['answer'] and second['question'] == TRASH_TYPED
+
+
+# ---- operations: the command line ------------------------------------------------------------------------------------
+def test_cli_ask_uses_the_shared_cache_and_cache_stats_and_clear_report_it(corpus_store_dir, tmp_path):
+    client = redis_or_skip()
+    url = 'redis://127.0.0.1:6379/13'  # a database of its own
+    store = tmp_path / 'store'
+    shutil.copytree(corpus_store_dir, store)
+    env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'USE_TF': '0', 'RAG_PLUGIN_ANSWER_CACHE': url}
+
+    def cli(*args):
+        out = subprocess.run([sys.executable, '-m', 'rag_plugin', *args], cwd=ROOT, env=env, capture_output=True,
+                             text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    try:
+        cli('cache', 'clear')
+        cli('ask', TRASH, '--store', str(store))
+        answer = json.loads(cli('ask', TRASH_TYPED, '--store', str(store), '--json'))
+        assert answer['cached'] is True and '30 days' in answer['answer']
+        stats = cli('cache', 'stats', '--store', str(store))
+        assert f'shared cache {url}: 1 entr(ies)' in stats and 'hits=1' in stats and 'writes=1' in stats
+        assert 'answer cache (trace): 2 lookup(s), 1 hit(s) (50%), 1 miss(es)' in stats
+        assert 'answer cache (trace): 2 lookup(s), 1 hit(s)' in cli('stats', '--store', str(store))
+        shown = cli('trace', '--store', str(store), '-n', '1')
+        assert 'answered from the cache' in shown and f"cache: hit (nearest cached question: '{TRASH}'" in shown
+        assert '1 entr(ies) deleted' in cli('cache', 'clear')
+    finally:
+        import redis
+        redis.Redis.from_url(url).flushdb()
+    env['RAG_PLUGIN_ANSWER_CACHE'] = 'off'
+    refused = subprocess.run([sys.executable, '-m', 'rag_plugin', 'cache', 'clear'], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and refused.stderr.startswith('error: no shared cache to clear')

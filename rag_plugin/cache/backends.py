@@ -64,6 +64,13 @@ class CacheBackend:
         """Delete every entry; return how many there were."""
         raise NotImplementedError
 
+    def count(self, name: str) -> None:
+        """Add one to a counter shared by every process using this backend (nothing for in-process backends)."""
+
+    def counters(self) -> Optional[dict]:
+        """The shared counters (None when the backend keeps none)."""
+        return None
+
     def size(self) -> int:
         """How many entries are stored (all namespaces)."""
         raise NotImplementedError
@@ -226,6 +233,16 @@ class RedisBackend(CacheBackend):
                     pipe.set(gen, uuid.uuid4().hex, ex=seconds)
                     pipe.execute()
         self._call(write)
+
+    def count(self, name: str) -> None:
+        try:
+            self.client.hincrby(f'{self.prefix}:counters', name, 1)
+        except Exception:  # noqa: BLE001 - counters are best effort
+            pass
+
+    def counters(self) -> Optional[dict]:
+        raw = self._call(self.client.hgetall, f'{self.prefix}:counters')
+        return {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in raw.items()}
 
     def clear(self) -> int:
         def run():

@@ -105,6 +105,8 @@ class SemanticCache:
     def _count(self, name: str) -> None:
         with self._lock:
             self.counters[name] += 1
+        if name != 'errors':
+            self.backend.count(name)
 
     def _unavailable(self, what: str, error: Exception) -> None:
         self._count('errors')
@@ -208,9 +210,10 @@ class SemanticCache:
         lookups = counters['hits'] + counters['misses'] + counters['refused']
         try:
             size = self.backend.size()
+            shared = self.backend.counters()
         except CacheUnavailable:
-            size = None
-        return {**counters, 'lookups': lookups, 'hit_rate': round(counters['hits'] / lookups, 4) if lookups else None,
+            size = shared = None
+        return {**counters, 'shared_counters': shared, 'lookups': lookups, 'hit_rate': round(counters['hits'] / lookups, 4) if lookups else None,
                 'entries': size, 'backend': type(self.backend).__name__, 'threshold': self.threshold,
                 'extra_threshold': self.extra_threshold, 'ttl': self.ttl, 'max_entries': self.max_entries}
 
