@@ -66,8 +66,15 @@ class _CacheTurn:
     follow_up: bool = False
     namespace: Optional[str] = None
     text: str = ''
-    vector: Optional[list] = None
+    embeddings: Optional[Embeddings] = None
     report: dict = field(default_factory=dict)
+    _vector: Optional[list] = None
+
+    def embed(self) -> list:
+        """The searched text's embedding (computed once, when first needed)."""
+        if self._vector is None:
+            self._vector = self.embeddings.embed_query(self.text)
+        return self._vector
 
 
 class RAG:
@@ -511,7 +518,7 @@ class RAG:
                       llm_name: str, llm_prompt: Optional[str], k: int) -> tuple['_CacheTurn', Optional[RAGMessage]]:
         """Look the question up in the cache (a follow-up by its standalone query); a failure is a miss."""
         follow_up = any(getattr(m, 'is_user', False) for m in history)
-        turn = _CacheTurn(follow_up=follow_up)
+        turn = _CacheTurn(follow_up=follow_up, embeddings=self.embeddings)
         if follow_up and is_extractive(llm) and self.rewriter.heuristic.is_elliptic(question):
             # the offline rewrite only guesses what an elliptic follow-up refers to: its answer depends on the history
             turn.report = {'status': 'skipped', 'reason': 'follow-up that needs the conversation'}
@@ -523,14 +530,18 @@ class RAG:
             turn.text = self._search_text(query)
             version = self.corpus_version()
             turn.namespace = self.cache.namespace(filter, llm_name, llm_prompt or self.llm_prompt, k, version)
-            turn.vector = self.embeddings.embed_query(turn.text)
             names = self._corpus_names(version)
         except Exception as e:  # noqa: BLE001 - the cache is an optimisation; the question is answered anyway
             logger.warning('[RAG] Answer cache lookup failed: %s: %s', type(e).__name__, e)
             turn.report = {'status': 'unavailable', 'error': f'{type(e).__name__}: {e}'}
             turn.namespace = None
             return turn, None
-        hit, turn.report = self.cache.lookup(turn.namespace, turn.text, turn.vector, names)
+        try:
+            hit, turn.report = self.cache.lookup(turn.namespace, turn.text, turn.embed, names)
+        except Exception as e:  # noqa: BLE001 - e.g. the embedding model failed: retrieval reports it
+            logger.warning('[RAG] Answer cache lookup failed: %s: %s', type(e).__name__, e)
+            turn.report, turn.namespace = {'status': 'unavailable', 'error': f'{type(e).__name__}: {e}'}, None
+            return turn, None
         if hit is None:
             return turn, None
         try:
@@ -556,7 +567,13 @@ class RAG:
             turn.report['stored'] = False
             turn.report['not_stored'] = reason
             return
-        turn.report['stored'] = self.cache.store(turn.namespace, turn.text, turn.vector, result.to_dict())
+        try:
+            vector = turn.embed()  # the retrieval embedded the same text: remembered, no model call
+        except Exception as e:  # noqa: BLE001
+            logger.warning('[RAG] Answer cache write skipped: %s: %s', type(e).__name__, e)
+            turn.report['stored'] = False
+            return
+        turn.report['stored'] = self.cache.store(turn.namespace, turn.text, vector, result.to_dict())
 
     def _search_text(self, query: str) -> str:
         """The query as searched: abbreviations the documents do not use are spelt out ("pwd" -> "password")."""

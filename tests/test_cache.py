@@ -462,3 +462,16 @@ def test_cli_ask_uses_the_shared_cache_and_cache_stats_and_clear_report_it(corpu
     refused = subprocess.run([sys.executable, '-m', 'rag_plugin', 'cache', 'clear'], cwd=ROOT, env=env,
                              capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and refused.stderr.startswith('error: no shared cache to clear')
+
+
+def test_the_same_question_typed_again_is_found_without_embedding_it():
+    from rag_plugin.cache import SemanticCache
+
+    def no_embedding():
+        raise AssertionError('embedded')
+    semantic = SemanticCache()
+    semantic.store('ns', TRASH, [1.0, 0.0], {'answer': '30 days'})
+    hit, report = semantic.lookup('ns', '  HOW long do deleted notes stay in the trash ', no_embedding)
+    assert hit.answer == {'answer': '30 days'} and report['similarity'] == 1.0
+    hit, report = semantic.lookup('ns', 'How long do deleted notes stay in the bin?', lambda: [0.0, 1.0])
+    assert hit is None and report['status'] == 'miss'

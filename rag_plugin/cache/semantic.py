@@ -27,6 +27,7 @@ import numpy as np
 
 from rag_plugin.cache.backends import CacheBackend, CacheUnavailable, InProcessBackend, RedisBackend
 from rag_plugin.cache.terms import disagreement, extra_words, question_terms
+from rag_plugin.text import WORD, fold
 
 logger = logging.getLogger(__name__)
 
@@ -115,14 +116,15 @@ class SemanticCache:
             self._last_error = now
             logger.warning('[RAG] Answer cache unavailable (%s: %s); answering without it', what, error)
 
-    def lookup(self, namespace: str, question: str, vector: Iterable[float], names: Iterable[str] = ()
-               ) -> tuple[Optional[CacheHit], dict]:
-        """Find a cached answer for a question.
+    def lookup(self, namespace: str, question: str, vector: Union[Iterable[float], Callable[[], Iterable[float]]],
+               names: Iterable[str] = ()) -> tuple[Optional[CacheHit], dict]:
+        """Find a cached answer for a question. The same question typed again (casing, spaces, punctuation aside)
+        is found without embedding it; otherwise the nearest entries by embedding are checked.
 
         Args:
             namespace (str): see :meth:`namespace`
             question (str): the question (as searched)
-            vector (Iterable[float]): its embedding
+            vector (Iterable[float] | Callable): its embedding, or a function returning it (called only when needed)
             names (Iterable[str]): the corpus's names (see :func:`rag_plugin.cache.terms.corpus_names`)
 
         Returns:
@@ -138,7 +140,13 @@ class SemanticCache:
         if not entries:
             self._count('misses')
             return None, {'status': 'miss', 'entries': 0}
-        query = _unit(vector)
+        same = same_text(question)
+        for entry in entries:
+            if same_text(entry.question) == same:
+                found = self._answer(namespace, entry, 1.0, len(entries))
+                if found is not None:
+                    return found
+        query = _unit(vector() if callable(vector) else vector)
         matrix = np.vstack([e.vector for e in entries])
         similarities = matrix @ query
         terms = question_terms(question, names)
@@ -157,20 +165,27 @@ class SemanticCache:
                     report = {'status': 'refused', 'question': entry.question, 'similarity': round(similarity, 4),
                               'reason': reason, 'entries': len(entries)}
                 continue
-            try:
-                answer = self.backend.answer(namespace, entry)
-            except CacheUnavailable as e:
-                self._unavailable('lookup', e)
-                return None, {'status': 'unavailable', 'error': str(e)}
-            if answer is None:
-                continue
-            self._count('hits')
-            age = time.time() - entry.created
-            return (CacheHit(answer, entry.question, similarity, age),
-                    {'status': 'hit', 'question': entry.question, 'similarity': round(similarity, 4),
-                     'age_s': round(age, 1), 'entries': len(entries)})
+            found = self._answer(namespace, entry, similarity, len(entries))
+            if found is not None:
+                return found
         self._count('refused' if report['status'] == 'refused' else 'misses')
         return None, report
+
+    def _answer(self, namespace: str, entry: Any, similarity: float, n_entries: int
+                ) -> Optional[tuple[Optional[CacheHit], dict]]:
+        """The hit for an entry (None when it expired meanwhile); an unavailable backend is a miss."""
+        try:
+            answer = self.backend.answer(namespace, entry)
+        except CacheUnavailable as e:
+            self._unavailable('lookup', e)
+            return None, {'status': 'unavailable', 'error': str(e)}
+        if answer is None:
+            return None
+        self._count('hits')
+        age = time.time() - entry.created
+        return (CacheHit(answer, entry.question, similarity, age),
+                {'status': 'hit', 'question': entry.question, 'similarity': round(similarity, 4),
+                 'age_s': round(age, 1), 'entries': n_entries})
 
     def store(self, namespace: str, question: str, vector: Iterable[float], answer: dict) -> bool:
         """Store a confident answer (callers check :meth:`storable` first). False when the backend failed."""
@@ -224,6 +239,12 @@ class SemanticCache:
         except CacheUnavailable as e:
             self._unavailable('clear', e)
             return 0
+
+
+def same_text(question: str) -> str:
+    """A question as typed, without casing, accents, punctuation and extra spaces: two questions with the same
+    ``same_text`` are the same question."""
+    return ' '.join(fold(word) for word in WORD.findall(question))
 
 
 def _unit(vector: Iterable[float]) -> np.ndarray:
