@@ -54,8 +54,8 @@ import numpy as np  # noqa: E402
 NEAR_MISS = REPO_ROOT / 'data' / 'eval' / 'cache_near_miss.jsonl'
 PARAPHRASE = REPO_ROOT / 'data' / 'eval' / 'cache_paraphrase.jsonl'
 CORPORA = {'pdfs': REPO_ROOT / 'data' / 'pdfs',
-           'northwind': REPO_ROOT.parent / 'shared' / 'eval' / 'azure_northwind_benefits' / 'pdfs',
-           'sec10q': REPO_ROOT.parent / 'shared' / 'eval' / 'docugami_sec10q' / 'pdfs'}
+           'northwind': Path('azure_northwind_benefits') / 'pdfs',  # under --eval-data
+           'sec10q': Path('docugami_sec10q') / 'pdfs'}
 REDIS_URL = os.environ.get('RAG_PLUGIN_BENCH_REDIS', 'redis://127.0.0.1:6379/0')
 
 
@@ -267,7 +267,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument('--quick', action='store_true', help='data/pdfs only, 1 latency round, no sweep')
     parser.add_argument('--rounds', type=int, default=3, help='latency rounds over the questions')
     parser.add_argument('--json', help='also write the numbers to this file')
+    parser.add_argument('--eval-data', default='../shared/eval',
+                        help='the external eval data (Northwind, sec10q), relative to the repository root '
+                             '(default: %(default)s)')
     args = parser.parse_args(argv)
+    eval_data = Path(args.eval_data) if Path(args.eval_data).is_absolute() else REPO_ROOT / args.eval_data
+    for corpus in ('northwind', 'sec10q'):
+        CORPORA[corpus] = eval_data / CORPORA[corpus]
     from rag_plugin import default_embeddings
     from rag_plugin.cache import DEFAULT_EXTRA_THRESHOLD, DEFAULT_THRESHOLD, corpus_names
     near, para = load(NEAR_MISS), load(PARAPHRASE)

@@ -36,12 +36,14 @@ class CacheEntry:
         vector (np.ndarray): the question's unit-length embedding
         answer (dict): the answer (:meth:`RAGMessage.to_dict`)
         created (float): when it was stored (epoch seconds)
+        same (str | None): the question's text without casing and punctuation (set on first use)
     """
     id: str
     question: str
     vector: np.ndarray
     answer: dict
     created: float
+    same: Optional[str] = None
 
 
 class CacheBackend:

@@ -142,7 +142,9 @@ class SemanticCache:
             return None, {'status': 'miss', 'entries': 0}
         same = same_text(question)
         for entry in entries:
-            if same_text(entry.question) == same:
+            if entry.same is None:
+                entry.same = same_text(entry.question)
+            if entry.same == same:
                 found = self._answer(namespace, entry, 1.0, len(entries))
                 if found is not None:
                     return found
