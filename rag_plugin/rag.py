@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import logging
-import uuid
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional
 
 from langchain_core.documents import Document
@@ -13,7 +11,7 @@ from langchain_text_splitters import TextSplitter
 
 from rag_plugin.augment import DEFAULT_LLM_PROMPT, PromptBuilder
 from rag_plugin.cache.semantic import SemanticCache
-from rag_plugin.cache.terms import corpus_names
+from rag_plugin.cache.stage import CacheStage, corpus_version
 from rag_plugin.citations import answer_category, list_sources, resolve_citations
 from rag_plugin.components import RAGComponents
 from rag_plugin.context.intents import is_overview_question
@@ -55,26 +53,6 @@ SCOPE_KEY = 'rag_plugin.scope'
 
 MAX_UPLOAD_MB = 20.0
 """float: default size limit of files uploaded in the chat (:meth:`RAG.add_file`)."""
-
-
-_PROCESS_TOKEN = uuid.uuid4().hex[:12]
-
-
-@dataclass
-class _CacheTurn:
-    """One run's dealings with the answer cache: where it looked, with what, and what happened (for the trace)."""
-    follow_up: bool = False
-    namespace: Optional[str] = None
-    text: str = ''
-    embeddings: Optional[Embeddings] = None
-    report: dict = field(default_factory=dict)
-    _vector: Optional[list] = None
-
-    def embed(self) -> list:
-        """The searched text's embedding (computed once, when first needed)."""
-        if self._vector is None:
-            self._vector = self.embeddings.embed_query(self.text)
-        return self._vector
 
 
 class RAG:
@@ -202,9 +180,9 @@ class RAG:
         self._nlp_engine._rag = self
         self._context = None
         self.cache: Optional[SemanticCache] = cache
+        self._cache_stage = CacheStage(cache) if cache is not None else None
         self._writes = 0  # the corpus version of a store without version(): this process's writes
         self.ingestor.on_change.append(self._count_write)
-        self._names: tuple = (None, frozenset())
 
     @property
     def retriever(self):
@@ -436,9 +414,14 @@ class RAG:
             deadline = self.generator.start()  # the rewrite and the generation share it
             query = self.rewriter.rewrite(llm, question, history, deadline, self.generator.breaker(llm_name))
         turn = None
-        if self.cache is not None:
+        if self._cache_stage is not None:
+            follow_up = any(getattr(m, 'is_user', False) for m in history)
             with timer.stage('cache'):
-                turn, cached = self._cache_lookup(llm, question, query, history, filter, llm_name, llm_prompt, k)
+                turn, cached = self._cache_stage.lookup(
+                    vector_store=self.vector_store, embeddings=self.embeddings, writes=self._writes,
+                    question=question, query=query, search_text=self._search_text(query), follow_up=follow_up,
+                    needs_history=follow_up and is_extractive(llm) and self.rewriter.heuristic.is_elliptic(question),
+                    scope=filter, llm_name=llm_name, prompt=llm_prompt or self.llm_prompt, k=k)
             if cached is not None:  # answered from the cache: still the session's history, events and trace
                 timings = timer.total()
                 self.history.record(session, question, cached.to_dict())
@@ -482,7 +465,7 @@ class RAG:
                                     degraded=generation.degraded, query=query, cited=cited,
                                     category=answer_category(retrieved, cited))
         if turn is not None:
-            self._cache_store(turn, result, note)
+            self._cache_stage.store(turn, result, cut=bool(note))
         timings = timer.total()
         self.history.record(session, question, result.to_dict())
         self._remember(session, result)
@@ -490,90 +473,10 @@ class RAG:
                     cache=turn.report if turn is not None else None)
         return result
 
-    # ---- the answer cache (rag_plugin.cache) --------------------------------------------------------------------------
     def corpus_version(self) -> str:
-        """A text that changes whenever the corpus changes: the store's :meth:`CorpusStore.version` (which sees
-        every process's writes), or, for a store without one, this process's write count with a token of the process
-        (safe: such a cache is then never shared with another process)."""
-        from rag_plugin import store as stores
-        factory = getattr(stores, 'corpus_store', None) or stores.chroma_store
-        store = factory(self.vector_store)
-        version = getattr(store, 'version', None) if store is not None else None
-        if callable(version):
-            return f'store:{version()}'
-        return f'process:{_PROCESS_TOKEN}:{self._writes}'
-
-    def _corpus_names(self, version: str) -> frozenset:
-        """The names this corpus uses to tell things apart (for the cache's wording rules), once per version."""
-        if self._names[0] != version:
-            from rag_plugin.store import chroma_store
-            store = chroma_store(self.vector_store)
-            names = frozenset()
-            if store is not None:
-                names = corpus_names(doc.page_content for doc in store.chunks()[1])
-            self._names = (version, names)
-        return self._names[1]
-
-    def _cache_lookup(self, llm: 'LLM', question: str, query: str, history: list, filter: Optional[dict],
-                      llm_name: str, llm_prompt: Optional[str], k: int) -> tuple['_CacheTurn', Optional[RAGMessage]]:
-        """Look the question up in the cache (a follow-up by its standalone query); a failure is a miss."""
-        follow_up = any(getattr(m, 'is_user', False) for m in history)
-        turn = _CacheTurn(follow_up=follow_up, embeddings=self.embeddings)
-        if follow_up and is_extractive(llm) and self.rewriter.heuristic.is_elliptic(question):
-            # the offline rewrite only guesses what an elliptic follow-up refers to: its answer depends on the history
-            turn.report = {'status': 'skipped', 'reason': 'follow-up that needs the conversation'}
-            return turn, None
-        if self.embeddings is None:
-            turn.report = {'status': 'skipped', 'reason': 'the store has no embedding model'}
-            return turn, None
-        try:
-            turn.text = self._search_text(query)
-            version = self.corpus_version()
-            turn.namespace = self.cache.namespace(filter, llm_name, llm_prompt or self.llm_prompt, k, version)
-            names = self._corpus_names(version)
-        except Exception as e:  # noqa: BLE001 - the cache is an optimisation; the question is answered anyway
-            logger.warning('[RAG] Answer cache lookup failed: %s: %s', type(e).__name__, e)
-            turn.report = {'status': 'unavailable', 'error': f'{type(e).__name__}: {e}'}
-            turn.namespace = None
-            return turn, None
-        try:
-            hit, turn.report = self.cache.lookup(turn.namespace, turn.text, turn.embed, names)
-        except Exception as e:  # noqa: BLE001 - e.g. the embedding model failed: retrieval reports it
-            logger.warning('[RAG] Answer cache lookup failed: %s: %s', type(e).__name__, e)
-            turn.report, turn.namespace = {'status': 'unavailable', 'error': f'{type(e).__name__}: {e}'}, None
-            return turn, None
-        if hit is None:
-            return turn, None
-        try:
-            message = RAGMessage.from_dict(hit.answer)
-        except Exception as e:  # noqa: BLE001 - an unreadable entry is a miss
-            logger.warning('[RAG] Unreadable answer cache entry: %s: %s', type(e).__name__, e)
-            turn.report = {'status': 'miss', 'error': 'unreadable entry'}
-            return turn, None
-        message.question, message.query, message.cached = question, query, True
-        return turn, message
-
-    def _cache_store(self, turn: '_CacheTurn', result: RAGMessage, note: Optional[str]) -> None:
-        """Store a confident answer to a question that did not need the conversation."""
-        if turn.namespace is None:
-            return
-        reason = self.cache.storable(result)
-        if reason is None and turn.follow_up:
-            reason = 'follow-up (the answer used the conversation)'
-        if reason is None and note:
-            reason = 'question cut'
-        if reason is not None:
-            self.cache.skipped()
-            turn.report['stored'] = False
-            turn.report['not_stored'] = reason
-            return
-        try:
-            vector = turn.embed()  # the retrieval embedded the same text: remembered, no model call
-        except Exception as e:  # noqa: BLE001
-            logger.warning('[RAG] Answer cache write skipped: %s: %s', type(e).__name__, e)
-            turn.report['stored'] = False
-            return
-        turn.report['stored'] = self.cache.store(turn.namespace, turn.text, vector, result.to_dict())
+        """What the answer cache keys entries by: the store's ``version()`` (every process's writes), else this
+        process's write count (see :func:`rag_plugin.cache.stage.corpus_version`)."""
+        return corpus_version(self.vector_store, self._writes)
 
     def _search_text(self, query: str) -> str:
         """The query as searched: abbreviations the documents do not use are spelt out ("pwd" -> "password")."""

@@ -475,3 +475,13 @@ def test_the_same_question_typed_again_is_found_without_embedding_it():
     assert hit.answer == {'answer': '30 days'} and report['similarity'] == 1.0
     hit, report = semantic.lookup('ns', 'How long do deleted notes stay in the bin?', lambda: [0.0, 1.0])
     assert hit is None and report['status'] == 'miss'
+
+
+def test_changing_a_cached_message_does_not_change_the_entry(make_rag):
+    rag = make_rag(cache=cache())
+    rag.run(message=TRASH)
+    hit = rag.run(message=TRASH_TYPED)
+    hit.docs[0].metadata['source'] = 'changed.pdf'
+    hit.sources.clear()
+    again = rag.run(message=TRASH_TYPED)
+    assert again.cached and again.sources and again.docs[0].metadata['source'] != 'changed.pdf'

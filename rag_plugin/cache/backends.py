@@ -6,6 +6,7 @@ with a question asked under other conditions. Similarity is computed in the proc
 """
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import threading
@@ -103,11 +104,11 @@ class InProcessBackend(CacheBackend):
             if space is None or entry.id not in space:
                 return None
             space.move_to_end(entry.id)
-            return entry.answer
+            return copy.deepcopy(entry.answer)  # a caller that changes the message never changes the entry
 
     def put(self, namespace: str, question: str, vector: np.ndarray, answer: dict, ttl: float,
             max_entries: int) -> None:
-        entry = CacheEntry(uuid.uuid4().hex, question, vector, answer, time.time())
+        entry = CacheEntry(uuid.uuid4().hex, question, vector, copy.deepcopy(answer), time.time())
         with self._lock:
             space = self._spaces.setdefault(namespace, OrderedDict())
             self._spaces.move_to_end(namespace)
