@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO_ROOT, median, setup_env  # noqa: E402
+from _common import REPO_ROOT, setup_env  # noqa: E402
 
 setup_env()
 
@@ -371,7 +371,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         for row in sweep:
             fc, fv, hc, hv = (row['false_calibration'], row['false_validation'], row['hits_calibration'],
                               row['hits_validation'])
-            lines.append(f"    {row['threshold']:.2f} ({row['extra_threshold']:.2f}) | {'on ' if row['rules'] else 'off'}"
+            rules = 'on ' if row['rules'] else 'off'
+            lines.append(f"    {row['threshold']:.2f} ({row['extra_threshold']:.2f}) | {rules}"
                          f" | {fc[0]}/{fc[1]} / {fv[0]}/{fv[1]} | {hc[0]}/{hc[1]} ({hc[0] / hc[1]:.0%}) / "
                          f"{hv[0]}/{hv[1]} ({hv[0] / hv[1]:.0%})")
     print('\n'.join(lines), flush=True)

@@ -178,7 +178,8 @@ def _cache_line(cache: dict) -> str:
     elif cache.get('reason') or cache.get('error'):
         line += f" ({cache.get('reason') or cache.get('error')})"
     if 'stored' in cache:
-        line += '; answer stored' if cache['stored'] else f"; not stored ({cache.get('not_stored') or 'cache unavailable'})"
+        why = cache.get('not_stored') or 'cache unavailable'
+        line += '; answer stored' if cache['stored'] else f'; not stored ({why})'
     return line
 
 

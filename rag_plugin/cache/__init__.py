@@ -31,6 +31,7 @@ def cache_from_env(default: str = 'off') -> _Optional[SemanticCache]:
         return SemanticCache()
     return SemanticCache(value)
 
-__all__ = ['cache_from_env', 'CACHE_ENV', 'SemanticCache', 'CacheHit', 'CacheBackend', 'CacheEntry', 'CacheUnavailable', 'InProcessBackend',
+__all__ = ['cache_from_env', 'CACHE_ENV', 'SemanticCache', 'CacheHit', 'CacheBackend', 'CacheEntry',
+           'CacheUnavailable', 'InProcessBackend',
            'RedisBackend', 'corpus_names', 'disagreement', 'extra_words', 'question_terms', 'DEFAULT_THRESHOLD',
            'DEFAULT_EXTRA_THRESHOLD', 'DEFAULT_TTL', 'DEFAULT_MAX_ENTRIES']

@@ -158,7 +158,8 @@ class RedisBackend(CacheBackend):
             try:
                 import redis
             except ImportError:
-                raise ImportError("The shared cache needs the 'redis' package: pip install 'rag_plugin[redis]'") from None
+                raise ImportError("The shared cache needs the 'redis' package: "
+                                  "pip install 'rag_plugin[redis]'") from None
             client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
         self.client = client
         self.url: str = url

@@ -230,7 +230,8 @@ class SemanticCache:
             shared = self.backend.counters()
         except CacheUnavailable:
             size = shared = None
-        return {**counters, 'shared_counters': shared, 'lookups': lookups, 'hit_rate': round(counters['hits'] / lookups, 4) if lookups else None,
+        return {**counters, 'shared_counters': shared, 'lookups': lookups,
+                'hit_rate': round(counters['hits'] / lookups, 4) if lookups else None,
                 'entries': size, 'backend': type(self.backend).__name__, 'threshold': self.threshold,
                 'extra_threshold': self.extra_threshold, 'ttl': self.ttl, 'max_entries': self.max_entries}
 

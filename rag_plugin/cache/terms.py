@@ -173,7 +173,8 @@ def disagreement(a: QuestionTerms, b: QuestionTerms) -> Optional[str]:
     """Why two questions may ask different things (None when their wording agrees), e.g.
     ``'marks differ: #2023 / #2022'``, ``'names differ: standard / plus'``, ``'words swapped: desktop / mobile'``."""
     if a.marks != b.marks:
-        return f"marks differ: {' '.join(sorted(a.marks - b.marks)) or '-'} / {' '.join(sorted(b.marks - a.marks)) or '-'}"
+        only_a, only_b = ' '.join(sorted(a.marks - b.marks)) or '-', ' '.join(sorted(b.marks - a.marks)) or '-'
+        return f'marks differ: {only_a} / {only_b}'
     names_a = _unmatched(a.names, b.names | b.words)
     names_b = _unmatched(b.names, a.names | a.words)
     if names_a or names_b:
