@@ -20,7 +20,7 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
-__all__ = ['CacheEntry', 'CacheBackend', 'InProcessBackend', 'RedisBackend', 'CacheUnavailable']
+__all__ = ['EntryList', 'CacheEntry', 'CacheBackend', 'InProcessBackend', 'RedisBackend', 'CacheUnavailable']
 
 
 class CacheUnavailable(Exception):
@@ -47,10 +47,22 @@ class CacheEntry:
     same: Optional[str] = None
 
 
+class EntryList(list):
+    """The live entries of a namespace, with their vectors stacked once (a backend hands out the same list until
+    the namespace changes, so a lookup does not stack a thousand vectors again)."""
+    _matrix: Optional[np.ndarray] = None
+
+    def matrix(self) -> np.ndarray:
+        """The entries' vectors as rows, in order."""
+        if self._matrix is None:
+            self._matrix = np.vstack([entry.vector for entry in self])
+        return self._matrix
+
+
 class CacheBackend:
     """What :class:`~rag_plugin.cache.SemanticCache` needs from a store of entries."""
 
-    def entries(self, namespace: str, ttl: float) -> list[CacheEntry]:
+    def entries(self, namespace: str, ttl: float) -> EntryList:
         """The live entries (younger than ``ttl`` seconds) of a namespace, without their answers loaded if costly."""
         raise NotImplementedError
 
@@ -86,17 +98,22 @@ class InProcessBackend(CacheBackend):
     def __init__(self, max_namespaces: int = 64):
         self.max_namespaces: int = max_namespaces
         self._spaces: OrderedDict[str, OrderedDict[str, CacheEntry]] = OrderedDict()
+        self._lists: dict[str, EntryList] = {}
         self._lock = threading.Lock()
 
-    def entries(self, namespace: str, ttl: float) -> list[CacheEntry]:
+    def entries(self, namespace: str, ttl: float) -> EntryList:
         now = time.time()
         with self._lock:
             space = self._spaces.get(namespace)
             if not space:
-                return []
-            for key in [k for k, e in space.items() if now - e.created >= ttl]:
+                return EntryList()
+            expired = [k for k, e in space.items() if now - e.created >= ttl]
+            for key in expired:
                 del space[key]
-            return list(space.values())
+            listed = self._lists.get(namespace)
+            if listed is None or expired:
+                listed = self._lists[namespace] = EntryList(space.values())
+            return listed
 
     def answer(self, namespace: str, entry: CacheEntry) -> Optional[dict]:
         with self._lock:
@@ -115,13 +132,15 @@ class InProcessBackend(CacheBackend):
             space[entry.id] = entry
             while len(space) > max_entries:
                 space.popitem(last=False)
+            self._lists.pop(namespace, None)
             while len(self._spaces) > self.max_namespaces:
-                self._spaces.popitem(last=False)
+                self._lists.pop(self._spaces.popitem(last=False)[0], None)
 
     def clear(self) -> int:
         with self._lock:
             n = self.size_unlocked()
             self._spaces.clear()
+            self._lists.clear()
         return n
 
     def size(self) -> int:
@@ -176,15 +195,15 @@ class RedisBackend(CacheBackend):
         except Exception as e:  # noqa: BLE001 - any client error (connection, timeout, protocol) means "no cache"
             raise CacheUnavailable(f'{type(e).__name__}: {e}') from e
 
-    def entries(self, namespace: str, ttl: float) -> list[CacheEntry]:
+    def entries(self, namespace: str, ttl: float) -> EntryList:
         generation = self._call(self.client.get, self._key(namespace, 'gen'))
         if generation is None:
-            return []
+            return EntryList()
         with self._lock:
             mirrored = self._mirror.get(namespace)
         if mirrored is None or mirrored[0] != generation:
             raw = self._call(self.client.hgetall, self._key(namespace, 'vec'))
-            loaded = []
+            loaded = EntryList()
             for entry_id, value in raw.items():
                 record = json.loads(value)
                 vector = np.frombuffer(bytes.fromhex(record['v']), dtype=np.float32)
@@ -196,7 +215,12 @@ class RedisBackend(CacheBackend):
                     self._mirror.pop(next(iter(self._mirror)))
             mirrored = (generation, loaded)
         now = time.time()
-        return [e for e in mirrored[1] if now - e.created < ttl]
+        live = mirrored[1]
+        if any(now - e.created >= ttl for e in live):  # expired ones never come back: drop them from the mirror
+            live = EntryList(e for e in live if now - e.created < ttl)
+            with self._lock:
+                self._mirror[namespace] = (generation, live)
+        return live
 
     def answer(self, namespace: str, entry: CacheEntry) -> Optional[dict]:
         raw = self._call(self.client.get, self._key(namespace, f'a:{entry.id}'))

@@ -149,7 +149,7 @@ class SemanticCache:
                 if found is not None:
                     return found
         query = _unit(vector() if callable(vector) else vector)
-        matrix = np.vstack([e.vector for e in entries])
+        matrix = entries.matrix() if hasattr(entries, 'matrix') else np.vstack([e.vector for e in entries])
         similarities = matrix @ query
         terms = question_terms(question, names)
         report: dict = {'status': 'miss', 'entries': len(entries)}
