@@ -485,3 +485,26 @@ def test_changing_a_cached_message_does_not_change_the_entry(make_rag):
     hit.sources.clear()
     again = rag.run(message=TRASH_TYPED)
     assert again.cached and again.sources and again.docs[0].metadata['source'] != 'changed.pdf'
+
+
+@pytest.mark.parametrize('setting, backend', [(None, 'InProcessBackend'), ('off', None),
+                                              ('redis://127.0.0.1:6379/0', 'RedisBackend')])
+def test_the_demo_bot_has_the_cache_on_and_the_library_off(corpus_store_dir, tmp_path, monkeypatch, setting, backend):
+    import runpy
+    store = tmp_path / 'store'
+    shutil.copytree(corpus_store_dir, store)
+    monkeypatch.setenv('RAG_BOT_UI', '0')
+    monkeypatch.setenv('RAG_PLUGIN_STORE', str(store))
+    if setting is None:
+        monkeypatch.delenv('RAG_PLUGIN_ANSWER_CACHE', raising=False)
+    else:
+        monkeypatch.setenv('RAG_PLUGIN_ANSWER_CACHE', setting)
+    if backend == 'RedisBackend':
+        monkeypatch.setitem(sys.modules, 'redis', None)  # the extra missing: one warning line, in-process cache
+        backend = 'InProcessBackend'
+    rag = runpy.run_path(str(ROOT / 'bots' / 'rag_bot.py'), run_name='rag_bot')['rag']
+    assert (type(rag.cache.backend).__name__ if rag.cache is not None else None) == backend
+
+
+def test_the_library_has_no_cache_by_default(make_rag):
+    assert make_rag().cache is None
