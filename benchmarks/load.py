@@ -101,6 +101,9 @@ def serve(kind: str, port: int, workdir: str, pdfs: str, ingest_only: bool, max_
                        'RAG_PLUGIN_TRACE': os.path.join(workdir, f'trace-{port}.jsonl')})
     os.environ.pop('OPENAI_API_KEY', None)
     os.environ.pop('OPENAI_BASE_URL', None)
+    # full answers: the demo's answer cache would answer the repeated questions from memory (benchmarks/cache.py
+    # measures it); RAG_PLUGIN_ANSWER_CACHE=memory measures the bot with it
+    os.environ.setdefault('RAG_PLUGIN_ANSWER_CACHE', 'off')
     bot = runpy.run_path(str(REPO_ROOT / 'bots' / 'rag_bot.py'), run_name='rag_bot')['bot'] if kind == 'rag' \
         else bare_bot()
     if ingest_only:

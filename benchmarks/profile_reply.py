@@ -70,6 +70,7 @@ def build_demo_bot(workdir: str):
     os.environ['RAG_PLUGIN_TRACE'] = os.path.join(workdir, 'trace.jsonl')
     os.environ.pop('OPENAI_API_KEY', None)
     os.environ.pop('OPENAI_BASE_URL', None)
+    os.environ.setdefault('RAG_PLUGIN_ANSWER_CACHE', 'off')  # profile full answers, not the demo's answer cache
     module = runpy.run_path(str(REPO_ROOT / 'bots' / 'rag_bot.py'), run_name='rag_bot')
     return module['bot'], module['websocket_platform']
 

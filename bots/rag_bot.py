@@ -23,6 +23,7 @@ from besser.bot.platforms import websocket  # noqa: E402
 from rag_plugin import (DEFAULT_NOT_FOUND_ANSWER, RAG, RAGMessage, default_llm, default_splitter,  # noqa: E402
                         default_vector_store)
 from rag_plugin.rag import LAST_RAG_MESSAGE_KEY  # noqa: E402
+from rag_plugin.cache import SemanticCache, cache_from_env  # noqa: E402
 from rag_plugin.channels.events import on_rag_outcomes  # noqa: E402
 from rag_plugin.channels.webchat import describe_ingestion, use_rag_webchat  # noqa: E402
 from rag_plugin.channels.websocket import reply_rag_streaming  # noqa: E402
@@ -48,6 +49,14 @@ else:
 if os.environ.get('RAG_BOT_WEBSOCKET_PORT'):  # e.g. benchmarks/startup.py on a free port
     bot.set_property(websocket.WEBSOCKET_PORT, int(os.environ['RAG_BOT_WEBSOCKET_PORT']))
 
+# The semantic answer cache: on in the demo (in this process; RAG_PLUGIN_ANSWER_CACHE=redis://... shares it between
+# bot processes, =off disables it)
+try:
+    answer_cache = cache_from_env(default='memory')
+except ImportError as missing:  # redis:// without the redis extra: one line, and the in-process cache
+    logging.warning('[rag_bot] %s; using the in-process answer cache', missing)
+    answer_cache = SemanticCache()
+
 # The RAG: local embeddings in a persistent Chroma store, the default splitter, and the default LLM
 vector_store = default_vector_store(STORE)
 llm = default_llm(bot, embeddings=vector_store.embeddings)
@@ -60,6 +69,7 @@ rag = RAG(
     num_previous_messages=6,
     trace_file=TRACE,
     not_found_answer=f'{DEFAULT_NOT_FOUND_ANSWER} {CLARIFY}',  # one message per abstention, asking to clarify
+    cache=answer_cache,
 )
 report = rag.ingest(PDFS, progress=True)  # first start: embeds; later starts: every file 'unchanged'
 logging.info('[rag_bot] %s', str(report).splitlines()[0])

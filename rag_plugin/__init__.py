@@ -34,6 +34,7 @@ _EXPORTS = {
     'ContextSettings': 'rag_plugin.context',
     'Scope': 'rag_plugin.context',
     'create_app': 'rag_plugin.server',
+    'SemanticCache': 'rag_plugin.cache',
     'DEFAULT_RELEVANCE_THRESHOLD': 'rag_plugin.guard',
     'DEFAULT_NOT_FOUND_ANSWER': 'rag_plugin.guard',
 }

@@ -1,5 +1,5 @@
-"""Command line: ``python -m rag_plugin ingest|ask|retrieve|answer|serve|stats|trace|setup-nltk`` on the default
-store and models.
+"""Command line: ``python -m rag_plugin ingest|ask|retrieve|answer|serve|stats|trace|cache|setup-nltk`` on the
+default store and models.
 
 Each command imports the package modules it needs inside its own function: ``--help``, ``trace`` or ``stats`` then
 start without loading LangChain, Chroma, BBF or the embedding model (start-up time, README "Start-up")."""
@@ -45,7 +45,50 @@ def _build_rag(args: argparse.Namespace):
     trace_file = getattr(args, 'trace_file', None)
     return RAG(bot, store, default_splitter(), llm.name, k=getattr(args, 'k', 4) or 4,
                relevance_threshold=DEFAULT_RELEVANCE_THRESHOLD if threshold is None else threshold,
-               trace_file=(trace_file or _store_trace_path(args.store)) if hasattr(args, 'trace_file') else None)
+               trace_file=(trace_file or _store_trace_path(args.store)) if hasattr(args, 'trace_file') else None,
+               cache=_answer_cache())
+
+
+def _answer_cache(url: Optional[str] = None):
+    """The answer cache of env ``RAG_PLUGIN_ANSWER_CACHE`` (or ``url``); a missing ``redis`` package is a usage
+    error (one line), not a traceback."""
+    from rag_plugin.cache import SemanticCache, cache_from_env
+    try:
+        return SemanticCache(url) if url else cache_from_env()
+    except ImportError as e:
+        raise UsageError(str(e)) from None
+
+
+def trace_cache_counts(path: str) -> Optional[dict]:
+    """What the answer cache did in the runs of a trace file: lookups, hits, misses, refused, skipped,
+    unavailable, the hit rate, and the median total latency of hits and of the other runs (None: no cache runs)."""
+    from statistics import median
+
+    from rag_plugin.trace import read_trace
+    if not os.path.exists(path):
+        return None
+    records = [r for r in read_trace(path, last=10 ** 9) if r.get('cache')]
+    if not records:
+        return None
+    counts = {status: 0 for status in ('hit', 'miss', 'refused', 'skipped', 'unavailable')}
+    for record in records:
+        status = record['cache'].get('status')
+        counts[status] = counts.get(status, 0) + 1
+    hit_ms = [r['latency_ms'].get('total') for r in records if r['cache'].get('status') == 'hit']
+    miss_ms = [r['latency_ms'].get('total') for r in records if r['cache'].get('status') != 'hit']
+    lookups = counts['hit'] + counts['miss'] + counts['refused']
+    return {'runs': len(records), 'lookups': lookups, **counts,
+            'hit_rate': round(counts['hit'] / lookups, 4) if lookups else None,
+            'hit_median_ms': round(median(hit_ms), 1) if hit_ms else None,
+            'miss_median_ms': round(median(miss_ms), 1) if miss_ms else None}
+
+
+def _cache_counts_line(counts: dict) -> str:
+    rate = f"{counts['hit_rate']:.0%}" if counts['hit_rate'] is not None else '-'
+    return (f"answer cache (trace): {counts['lookups']} lookup(s), {counts['hit']} hit(s) ({rate}), "
+            f"{counts['miss']} miss(es), {counts['refused']} refused as near-misses, {counts['skipped']} skipped, "
+            f"{counts['unavailable']} unavailable; median {counts['hit_median_ms']} ms on a hit, "
+            f"{counts['miss_median_ms']} ms otherwise")
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -94,7 +137,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({'answer': result.answer, 'cited': result.cited, 'sources': sources,
                           'llm_name': result.llm_name, 'confidence': result.confidence,
-                          'abstained': result.abstained, 'degraded': result.degraded}, indent=2, ensure_ascii=False))
+                          'abstained': result.abstained, 'degraded': result.degraded, 'cached': result.cached},
+                         indent=2, ensure_ascii=False))
         return 0
     print(result.answer)
     if sources:
@@ -103,7 +147,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
             page = f', page {s["page"]}' if s['page'] is not None else ''
             print(f'  {"*" if s["cited"] else " "}[{s["n"]}] {s["source"]}{page} (score {s["score"]:.2f})')
     print(f'\n({result.llm_name}, confidence: {result.confidence}'
-          + (', abstained' if result.abstained else '') + (', degraded' if result.degraded else '') + ')')
+          + (', abstained' if result.abstained else '') + (', degraded' if result.degraded else '')
+          + (', from the answer cache' if result.cached else '') + ')')
     return 0
 
 
@@ -216,8 +261,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
     chroma = chroma_store(store)
     count = chroma.count() if chroma is not None else None
     check = check_store(store, ledger, detail=True) if args.check else None
+    cache_counts = trace_cache_counts(_store_trace_path(args.store))
     if args.json:
-        out = {'chunks_in_store': count, 'documents': [vars(r) for r in records]}
+        out = {'chunks_in_store': count, 'documents': [vars(r) for r in records], 'answer_cache': cache_counts}
         if check is not None:
             out['check'] = check.to_dict()
         print(json.dumps(out, indent=2))
@@ -229,6 +275,42 @@ def cmd_stats(args: argparse.Namespace) -> int:
     for r in records:
         state = '' if r.status == 'ok' else f'  [{r.status}: interrupted, repaired on next ingest]'
         print(f'  {r.n_chunks:>6} chunks  {r.source_id}  ({r.title}; {r.document_id}; {r.ingested_at}){state}')
+    if cache_counts:
+        print(_cache_counts_line(cache_counts))
+    return 0
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    """``cache stats``: the shared cache's entries and counters, and what the trace says the cache did;
+    ``cache clear``: delete the shared cache's entries."""
+    from rag_plugin.cache import CACHE_ENV, RedisBackend
+    cache = _answer_cache(args.redis)
+    shared = cache is not None and isinstance(cache.backend, RedisBackend)
+    if args.action == 'clear':
+        if not shared:
+            raise UsageError(f'no shared cache to clear: the in-process cache lives (and dies) with its bot process; '
+                             f'give --redis URL or set {CACHE_ENV}=redis://...')
+        print(f'{cache.clear()} entr(ies) deleted from {cache.backend.url} ({cache.backend.prefix})')
+        return 0
+    out: dict = {'backend': None if cache is None else type(cache.backend).__name__}
+    if shared:
+        stats = cache.stats()
+        out.update({'url': cache.backend.url, 'entries': stats['entries'], 'counters': stats['shared_counters']})
+    out['trace'] = trace_cache_counts(args.file or _store_trace_path(args.store))
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    if shared:
+        if out['entries'] is None:
+            print(f'shared cache {cache.backend.url}: unavailable')
+        else:
+            counters = out['counters'] or {}
+            print(f"shared cache {cache.backend.url}: {out['entries']} entr(ies); counters (all processes): "
+                  + ', '.join(f'{k}={counters.get(k, 0)}' for k in ('hits', 'misses', 'refused', 'writes', 'skipped')))
+    else:
+        print(f'answer cache: {"in-process (per bot process)" if cache is not None else "off"} '
+              f'(env {CACHE_ENV}: memory, redis://host:port/db or off)')
+    print(_cache_counts_line(out['trace']) if out['trace'] else 'answer cache (trace): no cached runs in the trace')
     return 0
 
 
@@ -371,6 +453,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compare Chroma's table, its vector index and the ledger (exit status 1 if they differ)")
     p.add_argument('--json', action='store_true')
     p.set_defaults(func=cmd_stats)
+
+    p = with_store(sub.add_parser('cache', help='the semantic answer cache: stats or clear',
+                                  description='stats: entries and hit/miss counters of the shared (Redis) cache and '
+                                              'what the trace says the cache did; clear: delete the shared entries.'))
+    p.add_argument('action', choices=('stats', 'clear'))
+    p.add_argument('--redis', help='the shared cache, e.g. redis://127.0.0.1:6379/0 (default: env '
+                                   'RAG_PLUGIN_ANSWER_CACHE)')
+    p.add_argument('--file', help='the trace file (default: as for trace)')
+    p.add_argument('--json', action='store_true')
+    p.set_defaults(func=cmd_cache)
 
     p = with_store(sub.add_parser('trace', help='show the last calls of a trace file readably'))
     p.add_argument('--file', help='the trace file (default: env RAG_PLUGIN_TRACE, else rag_trace.jsonl in the '

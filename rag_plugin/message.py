@@ -50,6 +50,7 @@ class RAGMessage:
         cited (list[int]): the fragment numbers the answer cites (1-based, valid ones only)
         category (str | None): the topic of the answer: the category or tag its cited documents were given at
             ingestion, else the title of the top cited document; None when abstaining
+        cached (bool): True when the answer comes from the semantic answer cache (:mod:`rag_plugin.cache`)
 
     Attributes:
         llm_name (str): the name of the LLM that generated the answer
@@ -63,12 +64,13 @@ class RAGMessage:
         query (str): the searched query
         cited (list[int]): the fragment numbers the answer cites
         category (str | None): the topic of the answer (None when abstaining)
+        cached (bool): whether the answer comes from the answer cache
     """
 
     def __init__(self, llm_name: str, question: str, answer: str, docs: list[Document],
                  sources: Optional[list[dict]] = None, confidence: str = 'low', abstained: bool = False,
                  degraded: bool = False, query: Optional[str] = None, cited: Optional[list[int]] = None,
-                 category: Optional[str] = None):
+                 category: Optional[str] = None, cached: bool = False):
         self.llm_name: str = llm_name
         self.question: str = question
         self.answer: str = answer
@@ -80,6 +82,7 @@ class RAGMessage:
         self.query: str = query or question
         self.cited: list[int] = cited or []
         self.category: Optional[str] = category
+        self.cached: bool = cached
 
     def to_dict(self) -> dict:
         """Return BBF's keys (``llm_name``, ``question``, ``answer``, ``docs``) plus this plugin's fields."""
@@ -90,5 +93,17 @@ class RAGMessage:
         result.update({
             'sources': self.sources, 'confidence': self.confidence, 'abstained': self.abstained,
             'degraded': self.degraded, 'query': self.query, 'cited': self.cited, 'category': self.category,
+            'cached': self.cached,
         })
         return result
+
+    @classmethod
+    def from_dict(cls, data: dict) -> 'RAGMessage':
+        """The message a :meth:`to_dict` result describes (e.g. one read back from the answer cache)."""
+        docs = [Document(page_content=d.get('content', ''), metadata=d.get('metadata') or {})
+                for d in data.get('docs', [])]
+        return cls(data.get('llm_name'), data.get('question'), data.get('answer'), docs,
+                   sources=data.get('sources'), confidence=data.get('confidence', 'low'),
+                   abstained=bool(data.get('abstained')), degraded=bool(data.get('degraded')),
+                   query=data.get('query'), cited=data.get('cited'), category=data.get('category'),
+                   cached=bool(data.get('cached')))

@@ -10,6 +10,8 @@ from langchain_core.vectorstores import VectorStore
 from langchain_text_splitters import TextSplitter
 
 from rag_plugin.augment import DEFAULT_LLM_PROMPT, PromptBuilder
+from rag_plugin.cache.semantic import SemanticCache
+from rag_plugin.cache.stage import CacheStage, corpus_version
 from rag_plugin.citations import answer_category, list_sources, resolve_citations
 from rag_plugin.components import RAGComponents
 from rag_plugin.context import ContextEngine
@@ -93,6 +95,7 @@ class RAG:
         max_history_turns (int): turns kept per session by the in-memory history
         max_question_chars (int): longer questions are cut to this many characters (retrieval, prompt and trace),
             with a note in the trace (0 disables)
+        cache (SemanticCache): the semantic answer cache (None: off, the default; see :mod:`rag_plugin.cache`)
 
     Attributes:
         vector_store (VectorStore): the vector store
@@ -113,6 +116,7 @@ class RAG:
         not_found_answer (str): the answer when nothing relevant is found
         max_question_chars (int): longer questions are cut to this many characters
         tracer (TraceWriter | None): the per-call trace, when on
+        cache (SemanticCache | None): the semantic answer cache, when on
     """
 
     DEFAULT_LLM_PROMPT = DEFAULT_LLM_PROMPT
@@ -141,6 +145,7 @@ class RAG:
             rewrite_queries: bool = True,
             max_history_turns: int = 20,
             max_question_chars: int = DEFAULT_MAX_QUESTION_CHARS,
+            cache: Optional[SemanticCache] = None,
     ):
         if bot is None or not hasattr(bot, 'nlp_engine'):
             raise ValueError('RAG needs the bot it belongs to (or rag_plugin.standalone.StandaloneBot() outside a bot)')
@@ -178,6 +183,10 @@ class RAG:
         self.tracer: Optional[TraceWriter] = TraceWriter(trace_file) if trace_file else None
         self._nlp_engine._rag = self
         self._context = None
+        self.cache: Optional[SemanticCache] = cache
+        self._cache_stage = CacheStage(cache) if cache is not None else None
+        self._writes = 0  # the corpus version of a store without version(): this process's writes
+        self.ingestor.on_change.append(self._count_write)
 
     @property
     def retriever(self):
@@ -202,6 +211,9 @@ class RAG:
         lexical = getattr(self._retriever, 'lexical', None)
         if lexical is not None:
             lexical.invalidate()
+
+    def _count_write(self) -> None:
+        self._writes += 1
 
     def components(self) -> RAGComponents:
         """The parts of this RAG a stage uses, as they are now (see :class:`~rag_plugin.components.RAGComponents`)."""
@@ -402,6 +414,22 @@ class RAG:
         with timer.stage('rewrite'):
             deadline = self.generator.start()  # the rewrite and the generation share it
             query = self.rewriter.rewrite(llm, question, history, deadline, self.generator.breaker(llm_name))
+        turn = None
+        if self._cache_stage is not None:
+            follow_up = any(getattr(m, 'is_user', False) for m in history)
+            with timer.stage('cache'):
+                turn, cached = self._cache_stage.lookup(
+                    vector_store=self.vector_store, embeddings=self.embeddings, writes=self._writes,
+                    question=question, query=query, search_text=self._search_text(query), follow_up=follow_up,
+                    needs_history=follow_up and is_extractive(llm) and self.rewriter.heuristic.is_elliptic(question),
+                    scope=filter, llm_name=llm_name, prompt=llm_prompt or self.llm_prompt, k=k)
+            if cached is not None:  # answered from the cache: still the session's history, events and trace
+                timings = timer.total()
+                self.history.record(session, question, cached.to_dict())
+                self._remember(session, cached)
+                self._trace(session, cached, cached.docs, None, None, timings, note=note, route='cache',
+                            cache=turn.report)
+                return cached
         try:
             with timer.stage('retrieve'):
                 retrieved = self.retriever.retrieve(self._search_text(query), k, filter)
@@ -437,11 +465,19 @@ class RAG:
                                     sources=list_sources(retrieved, cited), confidence=decision.confidence,
                                     degraded=generation.degraded, query=query, cited=cited,
                                     category=answer_category(retrieved, cited))
+        if turn is not None:
+            self._cache_stage.store(turn, result, cut=bool(note))
         timings = timer.total()
         self.history.record(session, question, result.to_dict())
         self._remember(session, result)
-        self._trace(session, result, retrieved, decision, generation, timings, note=note, refused_by=refused_by)
+        self._trace(session, result, retrieved, decision, generation, timings, note=note, refused_by=refused_by,
+                    cache=turn.report if turn is not None else None)
         return result
+
+    def corpus_version(self) -> str:
+        """What the answer cache keys entries by: the store's ``version()`` (every process's writes), else this
+        process's write count (see :func:`rag_plugin.cache.stage.corpus_version`)."""
+        return corpus_version(self.vector_store, self._writes)
 
     def _search_text(self, query: str) -> str:
         """The query as searched: abbreviations the documents do not use are spelt out ("pwd" -> "password")."""
@@ -522,10 +558,11 @@ class RAG:
     def _trace(self, session: Optional['Session'], result: RAGMessage, retrieved: list[Document],
                decision: Optional[GuardDecision], generation: Optional[Generation], timings: dict[str, float],
                error: Optional[str] = None, note: Optional[str] = None, refused_by: Optional[str] = None,
-               route: str = 'retrieval') -> None:
+               route: str = 'retrieval', cache: Optional[dict] = None) -> None:
         if self.tracer is None:
             return
-        record = run_record(session, result, retrieved, decision, generation, timings, error, note, refused_by, route)
+        record = run_record(session, result, retrieved, decision, generation, timings, error, note, refused_by, route,
+                            cache)
         try:
             self.tracer.write(record)
         except (OSError, ValueError) as e:  # a full disk or text no encoder takes must not cost the reply

@@ -43,14 +43,17 @@ class HeuristicRewriter:
     def __init__(self, min_terms: int = 3):
         self.min_terms: int = min_terms
 
+    def is_elliptic(self, question: str) -> bool:
+        """Whether a question needs the conversation to be understood (a referring word, or few content words)."""
+        return bool(_REFERRING.search(question)) or len(tokens(question)) < self.min_terms
+
     def rewrite(self, question: str, history: list) -> str:
         """Return the search query for ``question`` given the BBF ``Message`` history (oldest first)."""
         previous = next((message_text(m.content) for m in reversed(history) if getattr(m, 'is_user', False)), '')
         if not previous:
             return question
         own = tokens(question)
-        elliptic = bool(_REFERRING.search(question)) or len(own) < self.min_terms
-        if not elliptic:
+        if not self.is_elliptic(question):
             return question
         carried = []
         for word in re.findall(r"[A-Za-z0-9][A-Za-z0-9\-]*", previous):

@@ -44,8 +44,8 @@ class StageTimer:
 
 def run_record(session: Any, result: 'RAGMessage', retrieved: list['Document'], decision: Optional['GuardDecision'],
                generation: Optional['Generation'], timings: dict[str, float], error: Optional[str] = None,
-               note: Optional[str] = None, refused_by: Optional[str] = None, route: str = 'retrieval'
-               ) -> dict[str, Any]:
+               note: Optional[str] = None, refused_by: Optional[str] = None, route: str = 'retrieval',
+               cache: Optional[dict] = None) -> dict[str, Any]:
     """The trace record of one RAG run (see :func:`format_record` for its fields).
 
     Args:
@@ -58,7 +58,10 @@ def run_record(session: Any, result: 'RAGMessage', retrieved: list['Document'], 
         error (str): what failed, if anything
         note (str): a note on the question (e.g. it was cut)
         refused_by (str): ``guard``, ``answerer`` or ``llm`` when the reply is an abstention
-        route (str): ``retrieval`` or ``overview``
+        route (str): ``retrieval``, ``overview`` or ``cache`` (answered from the semantic answer cache)
+        cache (dict): what the answer cache did (``status`` hit / miss / refused / skipped / unavailable, the nearest
+            cached ``question`` and its ``similarity``, why it was ``refused``, whether the answer was ``stored``);
+            None when the cache is off
     """
     if error:
         outcome = 'error'
@@ -79,6 +82,7 @@ def run_record(session: Any, result: 'RAGMessage', retrieved: list['Document'], 
                            f'{generation.support:.2f})' if refused_by == 'answerer' and generation else None),
         'latency_ms': {stage: round(seconds * 1000, 1) for stage, seconds in timings.items()},
         'answer': result.answer, 'confidence': result.confidence, 'sources': result.sources, 'route': route,
+        'cached': bool(getattr(result, 'cached', False)), 'cache': cache,
     }
     if refused_by == 'llm':
         record['llm_answer'] = generation.answer  # the model's own words; the user got not_found_answer
@@ -131,7 +135,10 @@ def format_record(record: dict) -> str:
     if record.get('query') != record.get('question'):
         lines.append(f"  searched: {record.get('query')}")
     guard = record.get('guard') or {}  # None when the guard did not run (an overview, a store failure)
-    if record.get('route') == 'overview':
+    if record.get('route') == 'cache':
+        lines.append(f"  answered from the cache: {len(record.get('retrieved', []))} cached fragment(s), no retrieval,"
+                     " no LLM call")
+    elif record.get('route') == 'overview':
         lines.append(f"  overview: {len(record.get('retrieved', []))} item(s) over the documents in scope (no guard)")
     else:
         lines.append(f"  retrieval: {len(record.get('retrieved', []))} chunk(s), best score {guard.get('best_score')}"
@@ -147,6 +154,9 @@ def format_record(record: dict) -> str:
     if generation:
         lines.append(f"  generation: attempts={generation.get('attempts')} degraded={generation.get('degraded')}"
                      + (f" error={generation.get('error')}" if generation.get('error') else ''))
+    cache = record.get('cache')
+    if cache:
+        lines.append('  cache: ' + _cache_line(cache))
     if record.get('refused_by'):
         lines.append(f"  refused by: {record['refused_by']}"
                      + (f" (it said: {record['llm_answer'][:200]})" if record.get('llm_answer') else ''))
@@ -156,6 +166,21 @@ def format_record(record: dict) -> str:
     sources = ', '.join(f"{s.get('source')} p.{s.get('page')}" for s in record.get('sources', []))
     lines.append(f"  sources: {sources or '-'}")
     return '\n'.join(lines)
+
+
+def _cache_line(cache: dict) -> str:
+    """What the answer cache did in one run, for a person."""
+    status = cache.get('status')
+    line = str(status)
+    if status in ('hit', 'refused'):
+        line += f" (nearest cached question: {cache.get('question')!r}, similarity {cache.get('similarity')}"
+        line += f", age {cache.get('age_s')} s)" if status == 'hit' else f"; {cache.get('reason')})"
+    elif cache.get('reason') or cache.get('error'):
+        line += f" ({cache.get('reason') or cache.get('error')})"
+    if 'stored' in cache:
+        why = cache.get('not_stored') or 'cache unavailable'
+        line += '; answer stored' if cache['stored'] else f'; not stored ({why})'
+    return line
 
 
 def default_trace_path() -> Optional[str]:

@@ -15,7 +15,7 @@ def cli(*args, timeout=300):
                           text=True, timeout=timeout)
 
 
-@pytest.mark.parametrize('command', ['ingest', 'ask', 'retrieve', 'answer', 'serve', 'stats', 'trace', 'eval',
+@pytest.mark.parametrize('command', ['ingest', 'ask', 'retrieve', 'answer', 'serve', 'stats', 'trace', 'cache', 'eval',
                                      'setup-nltk'])
 def test_every_command_has_help(command):
     result = cli(command, '--help')

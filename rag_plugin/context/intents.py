@@ -4,6 +4,7 @@ one searches with. English and Spanish cues; overview questions ("what is this a
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -278,6 +279,7 @@ def _plain(text: str) -> str:
     return re.sub(r'[^a-z0-9]+', ' ', text).strip()
 
 
+@functools.lru_cache(maxsize=8192)  # difflib over the overview words costs ~3 ms a word; questions repeat words
 def _correct(word: str) -> str:
     """A word of four letters or more that is one slip away from a word of the overview forms becomes that word
     ("documnets", "abuot", "ayudrme"); other words stay as they are."""
