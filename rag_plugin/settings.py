@@ -189,8 +189,7 @@ def resolve(setting: Setting, bot: Any = None, value: Any = UNSET) -> Any:
         return setting.parse(os.environ[setting.env], f'environment variable {setting.env}')
     config = getattr(bot, 'config', None)
     if isinstance(config, ConfigParser) and config.has_option(setting.section, setting.name):
-        return setting.parse(config.get(setting.section, setting.name, raw=True),
-                             f'bot property [{setting.section}] {setting.name}')
+        return setting.parse(config.get(setting.section, setting.name, raw=True), "the bot's properties (config.ini)")
     return setting.default_value
 
 
