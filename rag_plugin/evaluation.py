@@ -17,6 +17,7 @@ from typing import Callable, Optional
 
 from langchain_core.documents import Document
 
+from rag_plugin.extras import require
 from rag_plugin.store import ChromaStore
 
 Retrieve = Callable[[str, int], list[Document]]
@@ -335,7 +336,7 @@ def bbf_retrieve(rag) -> Retrieve:
 
 def plot(results: list[ConfigResult], ks: tuple[int, ...], path: str, title: str = '') -> None:
     """Save a PNG: page-level (or document-level) hit@k per configuration, and the abstention trade-off curves."""
-    import matplotlib
+    matplotlib = require('matplotlib', 'eval', 'the evaluation plots')
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
