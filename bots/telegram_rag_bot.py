@@ -10,7 +10,9 @@ Like ``bots/rag_bot.py``, it answers with OpenAI when ``OPENAI_API_KEY`` (or an 
 ``OPENAI_BASE_URL``) is set, else with the offline extractive answerer; documents are ingested on the first start and
 found unchanged later. Answers come with their sources as numbered footnotes, split under Telegram's 4096-character
 limit (see :func:`rag_plugin.channels.telegram.reply_rag`). Env vars: ``RAG_TELEGRAM_CONFIG``, ``RAG_BOT_PDFS``,
-``RAG_PLUGIN_STORE``, ``RAG_PLUGIN_TRACE``.
+``RAG_PLUGIN_STORE``, ``RAG_PLUGIN_TRACE``. The RAG's settings come from the ``[rag]`` section of the config file
+(``bots/telegram_config.ini`` keeps 6 previous messages in the prompt: ``rag.num_previous_messages = 6``; a config
+file without it gets the default, 0).
 """
 import logging
 import os
