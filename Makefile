@@ -9,7 +9,7 @@ STAMP := $(VENV)/.rag_plugin-installed
 export USE_TF := 0
 export ANONYMIZED_TELEMETRY := False
 
-.PHONY: install demo test bench eval clean corpus chromium screenshot startup
+.PHONY: install demo test bench eval clean corpus chromium screenshot startup wheel-check
 
 # The web chat's browser test drives Debian's chromium with Playwright (Playwright's own browsers are never
 # downloaded). Installed once, as root, when missing; elsewhere that test is skipped.
@@ -19,7 +19,7 @@ $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required (BBF pins tensorflow 2.14)"'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -e '.[dev,redis]'
+	$(BIN)/python -m pip install -e '.[all]'
 	$(BIN)/python -m rag_plugin setup-nltk
 	touch $(STAMP)
 
@@ -49,6 +49,11 @@ screenshot: install chromium
 # Start-up time of the command line, by stage, and `ask` end to end (median of 3).
 startup: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/startup.py $(BENCH_ARGS)
+
+# Build the wheel and sdist, install the wheel without extras into a fresh venv (one pip call) and run it: a few
+# minutes (it installs the BBF stack again).
+wheel-check: install
+	$(BIN)/python benchmarks/wheel_check.py $(BENCH_ARGS)
 
 bench: install
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/ingest.py $(BENCH_ARGS)

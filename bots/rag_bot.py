@@ -5,7 +5,8 @@ upload pdf / md / txt / docx files from the chat; the bot adds them to the docum
 
 Run it with ``make demo`` (or ``python bots/rag_bot.py`` inside the virtualenv). It answers with OpenAI when
 ``OPENAI_API_KEY`` (or an OpenAI-compatible ``OPENAI_BASE_URL``) is set, else with the offline extractive answerer.
-Documents are ingested on the first start; later starts find them unchanged and add nothing.
+Documents are ingested on the first start; later starts find them unchanged and add nothing. Its semantic answer
+cache is on (``rag.answer_cache = memory`` in config.ini; ``RAG_PLUGIN_ANSWER_CACHE=redis://...`` shares it).
 """
 import logging
 import os
@@ -20,21 +21,17 @@ from besser.bot.core.bot import Bot  # noqa: E402
 from besser.bot.core.session import Session  # noqa: E402
 from besser.bot.platforms import websocket  # noqa: E402
 
-from rag_plugin import (DEFAULT_NOT_FOUND_ANSWER, RAG, RAGMessage, default_llm, default_splitter,  # noqa: E402
-                        default_vector_store)
+from rag_plugin import RAG, RAGMessage, default_llm, default_splitter, default_vector_store  # noqa: E402
 from rag_plugin.rag import LAST_RAG_MESSAGE_KEY  # noqa: E402
-from rag_plugin.cache import SemanticCache, cache_from_env  # noqa: E402
 from rag_plugin.channels.events import on_rag_outcomes  # noqa: E402
 from rag_plugin.channels.webchat import describe_ingestion, use_rag_webchat  # noqa: E402
 from rag_plugin.channels.websocket import reply_rag_streaming  # noqa: E402
+from rag_plugin.settings import RAG_NOT_FOUND_ANSWER, RAG_STORE, RAG_TRACE_FILE, resolve  # noqa: E402
 
 logging.basicConfig(level=logging.INFO, format='{levelname} - {asctime}: {message}', style='{')
 logging.getLogger('httpx').setLevel(logging.WARNING)
 
 PDFS = os.environ.get('RAG_BOT_PDFS', str(ROOT / 'data' / 'pdfs'))
-# the command line's default store (`python -m rag_plugin ask ...` from the checkout answers from it) and trace
-STORE = os.environ.get('RAG_PLUGIN_STORE', str(ROOT / 'vector_store'))
-TRACE = os.environ.get('RAG_PLUGIN_TRACE', str(Path(STORE) / 'rag_trace.jsonl'))
 CLARIFY = ('Could you name the feature, setting or error code you mean? '
            'Type /overview to see what the guides cover.')
 
@@ -49,27 +46,21 @@ else:
 if os.environ.get('RAG_BOT_WEBSOCKET_PORT'):  # e.g. benchmarks/startup.py on a free port
     bot.set_property(websocket.WEBSOCKET_PORT, int(os.environ['RAG_BOT_WEBSOCKET_PORT']))
 
-# The semantic answer cache: on in the demo (in this process; RAG_PLUGIN_ANSWER_CACHE=redis://... shares it between
-# bot processes, =off disables it)
-try:
-    answer_cache = cache_from_env(default='memory')
-except ImportError as missing:  # redis:// without the redis extra: one line, and the in-process cache
-    logging.warning('[rag_bot] %s; using the in-process answer cache', missing)
-    answer_cache = SemanticCache()
-
 # The RAG: local embeddings in a persistent Chroma store, the default splitter, and the default LLM
-vector_store = default_vector_store(STORE)
+# The RAG's settings: env RAG_PLUGIN_*, else the [rag] section of the config file, else their defaults (k=4, ...).
+# The store is the command line's default store (`python -m rag_plugin ask ...` from the checkout answers from it; a
+# relative folder is the checkout's), and the trace goes into it.
+STORE = str(ROOT / resolve(RAG_STORE, bot))
+TRACE = resolve(RAG_TRACE_FILE, bot) or str(Path(STORE) / 'rag_trace.jsonl')
+vector_store = default_vector_store(STORE, bot=bot)
 llm = default_llm(bot, embeddings=vector_store.embeddings)
 rag = RAG(
     bot=bot,
     vector_store=vector_store,
     splitter=default_splitter(),
     llm_name=llm.name,
-    k=4,
-    num_previous_messages=6,
     trace_file=TRACE,
-    not_found_answer=f'{DEFAULT_NOT_FOUND_ANSWER} {CLARIFY}',  # one message per abstention, asking to clarify
-    cache=answer_cache,
+    not_found_answer=f'{resolve(RAG_NOT_FOUND_ANSWER, bot)} {CLARIFY}',  # one message per abstention, asking to clarify
 )
 report = rag.ingest(PDFS, progress=True)  # first start: embeds; later starts: every file 'unchanged'
 logging.info('[rag_bot] %s', str(report).splitlines()[0])

@@ -10,7 +10,9 @@ Like ``bots/rag_bot.py``, it answers with OpenAI when ``OPENAI_API_KEY`` (or an 
 ``OPENAI_BASE_URL``) is set, else with the offline extractive answerer; documents are ingested on the first start and
 found unchanged later. Answers come with their sources as numbered footnotes, split under Telegram's 4096-character
 limit (see :func:`rag_plugin.channels.telegram.reply_rag`). Env vars: ``RAG_TELEGRAM_CONFIG``, ``RAG_BOT_PDFS``,
-``RAG_PLUGIN_STORE``, ``RAG_PLUGIN_TRACE``.
+``RAG_PLUGIN_STORE``, ``RAG_PLUGIN_TRACE``. The RAG's settings come from the ``[rag]`` section of the config file
+(``bots/telegram_config.ini`` keeps 6 previous messages in the prompt: ``rag.num_previous_messages = 6``; a config
+file without it gets the default, 0).
 """
 import logging
 import os
@@ -29,15 +31,13 @@ from besser.bot.platforms import telegram  # noqa: E402
 
 from rag_plugin import RAG, RAGMessage, default_llm, default_splitter, default_vector_store  # noqa: E402
 from rag_plugin.channels.telegram import add_start_command, reply_rag, send_typing  # noqa: E402
+from rag_plugin.settings import RAG_STORE, RAG_TRACE_FILE, resolve  # noqa: E402
 
 logging.basicConfig(level=logging.INFO, format='{levelname} - {asctime}: {message}', style='{')
 logging.getLogger('httpx').setLevel(logging.WARNING)
 
 CONFIG = os.environ.get('RAG_TELEGRAM_CONFIG', str(HERE / 'telegram_config.ini'))
 PDFS = os.environ.get('RAG_BOT_PDFS', str(ROOT / 'data' / 'pdfs'))
-# the command line's default store (`python -m rag_plugin ask ...` from the checkout answers from it) and trace
-STORE = os.environ.get('RAG_PLUGIN_STORE', str(ROOT / 'vector_store'))
-TRACE = os.environ.get('RAG_PLUGIN_TRACE', str(Path(STORE) / 'rag_trace.jsonl'))
 
 _TOKEN_FORMAT = re.compile(r'^\d+:\S+$')  # what @BotFather gives: "123456789:AAH..."
 
@@ -78,15 +78,18 @@ telegram_platform = bot.use_telegram_platform()
 add_start_command(telegram_platform)  # BBF 1.5 ignores /start, the first message of every Telegram user
 
 # The RAG: local embeddings in a persistent Chroma store, the default splitter, and the default LLM
-vector_store = default_vector_store(STORE)
+# The RAG's settings: env RAG_PLUGIN_*, else the [rag] section of the config file, else their defaults (k=4, ...).
+# The store is the command line's default store (`python -m rag_plugin ask ...` from the checkout answers from it; a
+# relative folder is the checkout's), and the trace goes into it.
+STORE = str(ROOT / resolve(RAG_STORE, bot))
+TRACE = resolve(RAG_TRACE_FILE, bot) or str(Path(STORE) / 'rag_trace.jsonl')
+vector_store = default_vector_store(STORE, bot=bot)
 llm = default_llm(bot, embeddings=vector_store.embeddings)
 rag = RAG(
     bot=bot,
     vector_store=vector_store,
     splitter=default_splitter(),
     llm_name=llm.name,
-    k=4,
-    num_previous_messages=6,
     trace_file=TRACE,
 )
 report = rag.ingest(PDFS)  # first start: embeds; later starts: every file 'unchanged'

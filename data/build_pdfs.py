@@ -28,7 +28,14 @@ import re
 import sys
 from pathlib import Path
 
-from fpdf import FPDF
+try:
+    from fpdf import FPDF
+except ModuleNotFoundError:  # one line naming the extra, not a traceback
+    from rag_plugin.extras import MissingExtra
+    missing = MissingExtra('dev', 'the sample corpus builder (fpdf2)')
+    if __name__ == '__main__':
+        sys.exit(str(missing))
+    raise missing from None
 
 PAGEBREAK = "<!-- pagebreak -->"
 FONT = "Helvetica"

@@ -12,6 +12,8 @@ import os
 import sys
 from typing import Optional
 
+from rag_plugin.extras import MissingExtra, require
+
 
 class UsageError(Exception):
     """A mistake the user can fix: printed as one ``error:`` line, exit code 2."""
@@ -241,7 +243,7 @@ def cmd_answer(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Serve the HTTP API for agents (POST /retrieve, POST /answer, GET /health, /docs)."""
-    from rag_plugin.server import API_KEY_ENV, serve
+    from rag_plugin.server import API_KEY_ENV, serve  # before the store is opened: a missing extra says so first
     _require_store(args.store)
     rag = _build_rag(args)
     serve(rag, args.host, args.port, args.api_key or os.environ.get(API_KEY_ENV) or None, args.max_body_bytes)
@@ -331,6 +333,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     """Evaluate retrieval on a corpus and QA file(s); print the table, optionally save JSON and a plot."""
     from rag_plugin.evaluation import (DEFAULT_CONFIGS, format_table, plot, results_to_dict, run_evaluation)
+    if args.plot:  # before the evaluation runs, not after
+        require('matplotlib', 'eval', 'the evaluation plots (--plot)')
     ks = tuple(int(k) for k in args.k.split(','))
     configs = tuple(c for c in (args.configs or ','.join(DEFAULT_CONFIGS)).split(',') if c)
     results = run_evaluation(args.pdfs, args.qa, ks, configs, args.baseline, args.cache, args.threshold,
@@ -439,7 +443,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = with_store(sub.add_parser(
         'serve', help='HTTP API for agents: POST /retrieve, POST /answer, GET /health, docs at /docs',
         description='Serve the context API with uvicorn. Bound to 127.0.0.1 unless --host says otherwise.'))
-    from rag_plugin.server import API_KEY_ENV, DEFAULT_HOST, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT
+    from rag_plugin.api_defaults import API_KEY_ENV, DEFAULT_HOST, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT
     p.add_argument('--host', default=DEFAULT_HOST, help='address to bind (default: %(default)s)')
     p.add_argument('--port', type=int, default=DEFAULT_PORT, help='port (default: %(default)s)')
     p.add_argument('--api-key', help=f'require this X-API-Key header (default: env {API_KEY_ENV}; none: no key)')
@@ -507,6 +511,6 @@ def main(argv: Optional[list[str]] = None) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING if args.verbose else logging.ERROR)
     try:
         return args.func(args)
-    except UsageError as e:
+    except (UsageError, MissingExtra) as e:
         print(f'error: {e}', file=sys.stderr)
         return 2

@@ -13,13 +13,15 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 from langchain_text_splitters import RecursiveCharacterTextSplitter, TextSplitter
 
+from rag_plugin.settings import RAG_EMBEDDING_BACKEND, RAG_EMBEDDING_MODEL, RAG_STORE, UNSET, resolve
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_EMBEDDING_MODEL = 'sentence-transformers/all-MiniLM-L6-v2'
 """str: hub name of the default embedding model (used when the bundled weights are not installed)."""
 
-DEFAULT_STORE_DIR = os.environ.get('RAG_PLUGIN_STORE', 'vector_store')
-"""str: folder of the default persistent store (env ``RAG_PLUGIN_STORE``)."""
+DEFAULT_STORE_DIR = resolve(RAG_STORE)
+"""str: folder of the default persistent store (env ``RAG_PLUGIN_STORE``; the ``rag.store`` setting of a bot)."""
 
 DEFAULT_COLLECTION = 'rag_plugin'
 """str: name of the default Chroma collection."""
@@ -121,23 +123,28 @@ class SentenceTransformerEmbeddings(Embeddings):
         return self._encode([text])[0]
 
 
-def default_embeddings(model_name_or_path: Optional[str] = None) -> Embeddings:
+def default_embeddings(model_name_or_path: Optional[str] = None, bot=None) -> Embeddings:
     """Return the default local embeddings (all-MiniLM-L6-v2, no key, no network when the bundled weights exist).
 
     Args:
-        model_name_or_path (str): another sentence-transformers model (env ``RAG_PLUGIN_EMBEDDING_MODEL``)
+        model_name_or_path (str): another sentence-transformers model (env ``RAG_PLUGIN_EMBEDDING_MODEL``, else the
+            bot's ``rag.embedding_model``)
+        bot (Bot): the bot whose ``rag.embedding_model`` and ``rag.embedding_backend`` properties apply
     """
-    return SentenceTransformerEmbeddings(model_name_or_path or os.environ.get('RAG_PLUGIN_EMBEDDING_MODEL'))
+    return SentenceTransformerEmbeddings(resolve(RAG_EMBEDDING_MODEL, bot, model_name_or_path),
+                                         backend=resolve(RAG_EMBEDDING_BACKEND, bot))
 
 
-def default_vector_store(persist_directory: Optional[str] = DEFAULT_STORE_DIR, embeddings: Optional[Embeddings] = None,
-                         collection_name: str = DEFAULT_COLLECTION) -> VectorStore:
+def default_vector_store(persist_directory: Optional[str] = UNSET, embeddings: Optional[Embeddings] = None,
+                         collection_name: str = DEFAULT_COLLECTION, bot=None) -> VectorStore:
     """Return a Chroma store using cosine distance and a near-exact HNSW search, persisted in a folder.
 
     Args:
-        persist_directory (str): the folder of the store; ``None`` keeps it in memory
-        embeddings (Embeddings): the embedding function; :func:`default_embeddings` if none is given
+        persist_directory (str): the folder of the store; ``None`` keeps it in memory (default: env
+            ``RAG_PLUGIN_STORE``, else the bot's ``rag.store``, else ``vector_store``)
+        embeddings (Embeddings): the embedding function; :func:`default_embeddings` of the bot if none is given
         collection_name (str): the Chroma collection
+        bot (Bot): the bot whose ``[rag]`` properties apply (store folder, embedding model and backend)
 
     Returns:
         langchain_chroma.Chroma: the store
@@ -147,13 +154,15 @@ def default_vector_store(persist_directory: Optional[str] = DEFAULT_STORE_DIR, e
     # chromadb 0.5.4's telemetry client is incompatible with the posthog it resolves to and logs an error per
     # event; telemetry is off in the settings below, and its logger is silenced for the versions that still try.
     logging.getLogger('chromadb.telemetry.product.posthog').setLevel(logging.CRITICAL)
+    if persist_directory is UNSET:
+        persist_directory = resolve(RAG_STORE, bot)
     if persist_directory:
         os.makedirs(persist_directory, exist_ok=True)
     settings = chromadb.config.Settings(anonymized_telemetry=False, is_persistent=bool(persist_directory),
                                         persist_directory=persist_directory or './chroma')
     return Chroma(
         collection_name=collection_name,
-        embedding_function=embeddings or default_embeddings(),
+        embedding_function=embeddings or default_embeddings(bot=bot),
         persist_directory=persist_directory,
         client_settings=settings,
         # Chroma searches its HNSW graph with ef = max(10, k): about 2.5% of the true 30 nearest chunks were missed on

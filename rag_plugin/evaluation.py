@@ -20,6 +20,7 @@ from typing import Callable, Optional
 from langchain_core.documents import Document
 
 from rag_plugin.defaults import default_embeddings, default_splitter, default_vector_store
+from rag_plugin.extras import require
 from rag_plugin.generate.extractive import ExtractiveLLM
 from rag_plugin.guard import (DEFAULT_COVERAGE_BELOW, DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE,
                               DEFAULT_RELEVANCE_THRESHOLD, CorpusSignals, WordSimilarity, match_terms)
@@ -339,7 +340,7 @@ def bbf_retrieve(rag) -> Retrieve:
 
 def plot(results: list[ConfigResult], ks: tuple[int, ...], path: str, title: str = '') -> None:
     """Save a PNG: page-level (or document-level) hit@k per configuration, and the abstention trade-off curves."""
-    import matplotlib  # only for the plot (an optional extra)
+    matplotlib = require('matplotlib', 'eval', 'the evaluation plots')
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))

@@ -10,7 +10,7 @@ from langchain_core.vectorstores import VectorStore
 from langchain_text_splitters import TextSplitter
 
 from rag_plugin.augment import DEFAULT_LLM_PROMPT, PromptBuilder
-from rag_plugin.cache.semantic import SemanticCache
+from rag_plugin.cache import SemanticCache, make_cache
 from rag_plugin.cache.stage import CacheStage, corpus_version
 from rag_plugin.citations import answer_category, list_sources, resolve_citations
 from rag_plugin.components import RAGComponents
@@ -19,24 +19,22 @@ from rag_plugin.context.intents import is_overview_question
 from rag_plugin.context.scope import Scope
 from rag_plugin.generate.extractive import is_extractive
 from rag_plugin.generate.refusal import is_refusal
-from rag_plugin.generate.resilient import (DEFAULT_BREAKER_COOL_DOWN, DEFAULT_BREAKER_FAILURES, DEFAULT_DEADLINE,
-                                           Generation, ResilientGenerator)
-from rag_plugin.guard import (DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE, DEFAULT_NOT_FOUND_ANSWER,
-                              DEFAULT_RELEVANCE_THRESHOLD, CorpusSignals, GuardDecision, RelevanceGuard,
-                              WordSimilarity)
+from rag_plugin.generate.resilient import Generation, ResilientGenerator
+from rag_plugin.guard import CorpusSignals, GuardDecision, RelevanceGuard, WordSimilarity
 from rag_plugin.history import ConversationHistory
 from rag_plugin.ingest import IngestReport, Ingestor, ledger_for
 from rag_plugin.ingest.loaders import PDF_EXTENSIONS
 from rag_plugin.ingest.uploads import decode_upload
 from rag_plugin.ingest.loaders import file_digest
-from rag_plugin.inputs import DEFAULT_MAX_QUESTION_CHARS, check_filter, check_question, cut_question
+from rag_plugin.inputs import check_filter, check_question, cut_question
 from rag_plugin.message import RAGMessage
 from rag_plugin.query_memo import RecentQueries
 from rag_plugin.retrieve import default_retriever
 from rag_plugin.store import scope_filter
 from rag_plugin.text.abbreviations import expand
 from rag_plugin.rewrite import QueryRewriter
-from rag_plugin.trace import StageTimer, TraceWriter, default_trace_path, run_record
+from rag_plugin.settings import BBF_K, BBF_NUM_PREVIOUS_MESSAGES, UNSET, resolve_all
+from rag_plugin.trace import StageTimer, TraceWriter, run_record
 
 if TYPE_CHECKING:
     from besser.bot.core.bot import Bot
@@ -67,35 +65,46 @@ class RAG:
     ``not_found_answer`` without calling the LLM), numbered cited fragments, sources from metadata, retries with a
     fallback to extraction, idempotent ingestion, and an optional per-call trace.
 
+    Every setting below but ``llm_prompt`` and ``ledger_path`` that is not given is read from the bot: its environment
+    variable when it has one (``RAG_PLUGIN_TRACE``...), else the bot's ``[rag]`` properties (``rag.k``,
+    ``rag.relevance_threshold``... in its ``config.ini``, or ``bot.set_property``), else its default (see
+    :mod:`rag_plugin.settings`). The defaults are those shown below.
+
     Args:
         bot (Bot): the bot the RAG engine belongs to
         vector_store (VectorStore): the vector store (see :func:`rag_plugin.default_vector_store`)
         splitter (TextSplitter): the text splitter (see :func:`rag_plugin.default_splitter`)
         llm_name (str): the name of the LLM that answers. It must have been created on the bot before
         llm_prompt (str): the instructions for the LLM; :any:`DEFAULT_LLM_PROMPT` if none is provided
-        k (int): number of chunks to retrieve
-        num_previous_messages (int): number of previous messages of the conversation added to the prompt; from the
+        k (int): number of chunks to retrieve (4)
+        num_previous_messages (int): number of previous messages of the conversation added to the prompt (0); from the
             RAG's own per-session memory, or from the bot's monitoring DB for a session the memory does not know yet
             (see :mod:`rag_plugin.history`)
-        relevance_threshold (float): minimum score of the best chunk to answer at all (see :mod:`rag_plugin.guard`)
-        min_coverage (float): minimum share of the question's key words found in the retrieved chunks (0 disables)
+        relevance_threshold (float): minimum score of the best chunk to answer at all (0.2; see
+            :mod:`rag_plugin.guard`, which also reads ``rag.coverage_below``, ``rag.word_similarity`` and
+            ``rag.vocabulary_languages``)
+        min_coverage (float): minimum share of the question's key words found in the retrieved chunks (0.5; 0
+            disables)
         max_unknown (float): abstain when words the documents never use carry this share of the question's weight
-            (1.01 disables; see :mod:`rag_plugin.guard`)
+            (0.35; 1.01 disables; see :mod:`rag_plugin.guard`)
         not_found_answer (str): the answer when nothing relevant is found
-        llm_timeout (float): seconds per LLM attempt (None: no limit but the deadline)
-        llm_max_attempts (int): attempts on transient LLM errors (timeouts, 429, 5xx, connection errors)
-        answer_deadline (float): seconds one question may spend on the LLM: the follow-up rewrite, every attempt and
-            the backoff between them; then the answer is extracted from the fragments (None: no deadline)
-        breaker_failures (int): consecutive failed LLM calls after which the LLM is skipped (0: no circuit breaker)
-        breaker_cool_down (float): seconds the LLM is skipped (answers are extracted at once) before one question
+        llm_timeout (float): seconds per LLM attempt (30; None: no limit but the deadline)
+        llm_max_attempts (int): attempts on transient LLM errors (3; timeouts, 429, 5xx, connection errors)
+        answer_deadline (float): seconds one question may spend on the LLM (20): the follow-up rewrite, every attempt
+            and the backoff between them; then the answer is extracted from the fragments (None: no deadline)
+        breaker_failures (int): consecutive failed LLM calls after which the LLM is skipped (3; 0: no circuit
+            breaker)
+        breaker_cool_down (float): seconds the LLM is skipped (30; answers are extracted at once) before one question
             probes it again
-        trace_file (str): append one JSON line per run to this file (default: env ``RAG_PLUGIN_TRACE``, else off)
+        trace_file (str): append one JSON line per run to this file (env ``RAG_PLUGIN_TRACE``; default: off)
         ledger_path (str): the ingestion ledger (default: next to a persisted Chroma store, else in memory)
         rewrite_queries (bool): rewrite follow-up questions into standalone search queries when there is history
-        max_history_turns (int): turns kept per session by the in-memory history
-        max_question_chars (int): longer questions are cut to this many characters (retrieval, prompt and trace),
-            with a note in the trace (0 disables)
-        cache (SemanticCache): the semantic answer cache (None: off, the default; see :mod:`rag_plugin.cache`)
+            (True)
+        max_history_turns (int): turns kept per session by the in-memory history (20)
+        max_question_chars (int): longer questions are cut to this many characters (4000; retrieval, prompt and
+            trace), with a note in the trace (0 disables)
+        cache (SemanticCache | str): the semantic answer cache, or its setting: ``off``, ``memory`` (this process)
+            or a ``redis://`` URL shared by bot processes (``off``; see :mod:`rag_plugin.cache`)
 
     Attributes:
         vector_store (VectorStore): the vector store
@@ -128,30 +137,40 @@ class RAG:
             splitter: TextSplitter,
             llm_name: str,
             llm_prompt: str = None,
-            k: int = 4,
-            num_previous_messages: int = 0,
+            k: int = BBF_K,
+            num_previous_messages: int = BBF_NUM_PREVIOUS_MESSAGES,
             *,
-            relevance_threshold: float = DEFAULT_RELEVANCE_THRESHOLD,
-            min_coverage: float = DEFAULT_MIN_COVERAGE,
-            max_unknown: float = DEFAULT_MAX_UNKNOWN,
-            not_found_answer: str = DEFAULT_NOT_FOUND_ANSWER,
-            llm_timeout: Optional[float] = 30.0,
-            llm_max_attempts: int = 3,
-            answer_deadline: Optional[float] = DEFAULT_DEADLINE,
-            breaker_failures: int = DEFAULT_BREAKER_FAILURES,
-            breaker_cool_down: float = DEFAULT_BREAKER_COOL_DOWN,
-            trace_file: Optional[str] = None,
+            relevance_threshold: float = UNSET,
+            min_coverage: float = UNSET,
+            max_unknown: float = UNSET,
+            not_found_answer: str = UNSET,
+            llm_timeout: Optional[float] = UNSET,
+            llm_max_attempts: int = UNSET,
+            answer_deadline: Optional[float] = UNSET,
+            breaker_failures: int = UNSET,
+            breaker_cool_down: float = UNSET,
+            trace_file: Optional[str] = UNSET,
             ledger_path: Optional[str] = None,
-            rewrite_queries: bool = True,
-            max_history_turns: int = 20,
-            max_question_chars: int = DEFAULT_MAX_QUESTION_CHARS,
-            cache: Optional[SemanticCache] = None,
+            rewrite_queries: bool = UNSET,
+            max_history_turns: int = UNSET,
+            max_question_chars: int = UNSET,
+            cache: Optional[SemanticCache] = UNSET,
     ):
         if bot is None or not hasattr(bot, 'nlp_engine'):
             raise ValueError('RAG needs the bot it belongs to (or rag_plugin.standalone.StandaloneBot() outside a bot)')
         if vector_store is None:
             raise ValueError("RAG needs a vector store, e.g. rag_plugin.default_vector_store('vector_store')")
         self._nlp_engine = bot.nlp_engine
+        # each setting: the argument when given, else env RAG_PLUGIN_*, else the bot's [rag] properties, else default
+        s = resolve_all(
+            bot, k=k, num_previous_messages=num_previous_messages, relevance_threshold=relevance_threshold,
+            min_coverage=min_coverage, max_unknown=max_unknown, coverage_below=UNSET, word_similarity=UNSET,
+            vocabulary_languages=UNSET, not_found_answer=not_found_answer, llm_timeout=llm_timeout,
+            llm_max_attempts=llm_max_attempts, answer_deadline=answer_deadline, breaker_failures=breaker_failures,
+            breaker_cool_down=breaker_cool_down, trace_file=trace_file, rewrite_queries=rewrite_queries,
+            max_history_turns=max_history_turns, max_question_chars=max_question_chars, write_lock_timeout=UNSET,
+            answer_cache=cache if isinstance(cache, str) else UNSET)
+        k, num_previous_messages = int(s['k']), int(s['num_previous_messages'])
         self.vector_store: VectorStore = vector_store
         self.splitter: TextSplitter = splitter
         self._check_k(k)
@@ -160,30 +179,33 @@ class RAG:
         self.llm_prompt: str = llm_prompt or DEFAULT_LLM_PROMPT
         self.k: int = k
         self.num_previous_messages: int = num_previous_messages
-        self.not_found_answer: str = not_found_answer
-        self.max_question_chars: int = max_question_chars
+        self.not_found_answer: str = s['not_found_answer']
+        self.max_question_chars: int = s['max_question_chars']
         embeddings = getattr(vector_store, 'embeddings', None)
         self.embeddings: Optional[Embeddings] = RecentQueries(embeddings) if embeddings is not None else None
         self._retriever = default_retriever(vector_store, embeddings=self.embeddings)
-        self.guard = RelevanceGuard(relevance_threshold, min_coverage, max_unknown=max_unknown)
+        languages = tuple(lang.strip() for lang in s['vocabulary_languages'].split(',') if lang.strip())
+        self.guard = RelevanceGuard(s['relevance_threshold'], s['min_coverage'], max_unknown=s['max_unknown'],
+                                    coverage_below=s['coverage_below'], word_similarity=s['word_similarity'],
+                                    vocabulary_languages=languages)
         self.prompt_builder = PromptBuilder(self.llm_prompt)
-        self.generator = ResilientGenerator(timeout=llm_timeout, max_attempts=llm_max_attempts,
-                                            deadline=answer_deadline, breaker_failures=breaker_failures,
-                                            breaker_cool_down=breaker_cool_down)
-        self.ingestor = Ingestor(vector_store, splitter, ledger_for(vector_store, ledger_path))
+        self.generator = ResilientGenerator(timeout=s['llm_timeout'], max_attempts=s['llm_max_attempts'],
+                                            deadline=s['answer_deadline'], breaker_failures=s['breaker_failures'],
+                                            breaker_cool_down=s['breaker_cool_down'])
+        self.ingestor = Ingestor(vector_store, splitter, ledger_for(vector_store, ledger_path),
+                                 lock_timeout=s['write_lock_timeout'])
         # The hooks call whatever retriever the RAG has at the time (see the ``retriever`` setter).
         self.ingestor.on_change.append(self._invalidate_lexical)
         self.ingestor.refresher.on_refresh.append(self._invalidate_lexical)
         self._retriever.before_search.append(self.ingestor.refresher.sync)
         self._check_store()
-        self.history = ConversationHistory(max_history_turns)
-        self.rewriter = QueryRewriter(rewrite_queries)
+        self.history = ConversationHistory(s['max_history_turns'])
+        self.rewriter = QueryRewriter(s['rewrite_queries'])
         self._word_similarity = WordSimilarity(embeddings) if embeddings is not None else None
-        trace_file = trace_file or default_trace_path()
-        self.tracer: Optional[TraceWriter] = TraceWriter(trace_file) if trace_file else None
+        self.tracer: Optional[TraceWriter] = TraceWriter(s['trace_file']) if s['trace_file'] else None
         self._nlp_engine._rag = self
         self._context = None
-        self.cache: Optional[SemanticCache] = cache
+        self.cache: Optional[SemanticCache] = cache if isinstance(cache, SemanticCache) else _cache(s['answer_cache'])
         self._cache_stage = CacheStage(cache) if cache is not None else None
         self._writes = 0  # the corpus version of a store without version(): this process's writes
         self.ingestor.on_change.append(self._count_write)
@@ -567,3 +589,13 @@ class RAG:
             self.tracer.write(record)
         except (OSError, ValueError) as e:  # a full disk or text no encoder takes must not cost the reply
             logger.warning('[RAG] Could not write the trace to %s: %s', self.tracer.path, e)
+
+
+def _cache(setting: str) -> Optional[SemanticCache]:
+    """The answer cache of the ``answer_cache`` setting; a ``redis://`` URL without the ``redis`` extra is one warning
+    line and the in-process cache (the bot keeps running)."""
+    try:
+        return make_cache(setting)
+    except ImportError as missing:
+        logger.warning('[RAG] %s; using the in-process answer cache', missing)
+        return SemanticCache()

@@ -16,25 +16,23 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any, Literal, Optional, Union
 
-from fastapi import Depends, FastAPI, HTTPException
-from fastapi.responses import JSONResponse
-from fastapi.security import APIKeyHeader
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from rag_plugin.extras import require
 
-from rag_plugin.inputs import DEFAULT_MAX_QUESTION_CHARS, clean_text
-from rag_plugin.store import chroma_store
+require('fastapi', 'server', 'the HTTP API')  # one line naming the extra when FastAPI is not installed
+
+from fastapi import Depends, FastAPI, HTTPException  # noqa: E402
+from fastapi.responses import JSONResponse  # noqa: E402
+from fastapi.security import APIKeyHeader  # noqa: E402
+from pydantic import BaseModel, ConfigDict, Field, model_validator  # noqa: E402
+
+from rag_plugin.api_defaults import API_KEY_ENV, DEFAULT_HOST, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT  # noqa: E402,F401
+from rag_plugin.inputs import DEFAULT_MAX_QUESTION_CHARS, clean_text  # noqa: E402
+from rag_plugin.store import chroma_store  # noqa: E402
 
 if TYPE_CHECKING:
     from rag_plugin.rag import RAG
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_HOST = '127.0.0.1'
-DEFAULT_PORT = 8000
-DEFAULT_MAX_BODY_BYTES = 64_000
-API_KEY_ENV = 'RAG_PLUGIN_API_KEY'
-"""str: the environment variable ``serve`` reads the API key from."""
-
 
 def _clean(value: Any) -> Any:
     """Clean every string of a decoded JSON body (before validation: its error messages echo the input)."""
@@ -212,7 +210,7 @@ def create_app(rag: 'RAG', api_key: Optional[str] = None, max_body_bytes: int = 
 def serve(rag: 'RAG', host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, api_key: Optional[str] = None,
           max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
     """Run the API with uvicorn until interrupted (127.0.0.1 by default: only this machine can connect)."""
-    import uvicorn
+    uvicorn = require('uvicorn', 'server', 'the HTTP API')
     if host not in ('127.0.0.1', 'localhost', '::1') and not api_key:
         logger.warning('[RAG] Serving on %s without an API key: anyone who can reach it can read the documents', host)
     uvicorn.run(create_app(rag, api_key, max_body_bytes), host=host, port=port, log_level='info')

@@ -4,7 +4,10 @@ The example (besser/bot/test/examples/rag_bot.py in the BBF wheel) is read from 
 RAG import, its OpenAI embeddings and its OpenAI LLM are swapped for the offline ones, and its commented-out
 ``load_pdfs`` is enabled on data/pdfs. Everything else, including BBF's own Chroma wrapper, runs as written.
 """
+import contextlib
 import runpy
+import socket
+import time
 from pathlib import Path
 
 from conftest import PDFS, BotClient, free_port
@@ -36,6 +39,12 @@ def test_bbf_example_bot_with_rag_plugin(tmp_path, monkeypatch):
     assert type(namespace['rag']).__module__ == 'rag_plugin.rag'
     bot.run(sleep=False)
     try:
+        deadline = time.monotonic() + 20
+        while True:  # BBF starts the websocket server in a thread: wait until it listens (it raced under load)
+            with contextlib.suppress(OSError), socket.create_connection(('127.0.0.1', port), timeout=1):
+                break
+            assert time.monotonic() < deadline, 'the bot did not start listening'
+            time.sleep(0.1)
         client = BotClient(port)
         client.wait_for('bot_reply_str', timeout=30)
         payload = client.ask('What does error NN-7720 mean?')

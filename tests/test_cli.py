@@ -110,11 +110,17 @@ def test_demo_bots_and_cli_share_the_default_store():
     """`make demo` ingests into the store `python -m rag_plugin ask` reads from the checkout (and traces there)."""
     import ast
     from rag_plugin.defaults import DEFAULT_STORE_DIR
+    from rag_plugin.settings import RAG_STORE, resolve
+    assert DEFAULT_STORE_DIR == resolve(RAG_STORE)  # the CLI's --store: env RAG_PLUGIN_STORE, else the default
     for bot in ('rag_bot.py', 'telegram_rag_bot.py'):
         tree = ast.parse((ROOT / 'bots' / bot).read_text())
         [store] = [n.value for n in ast.walk(tree) if isinstance(n, ast.Assign) and n.targets[0].id == 'STORE'
                    if isinstance(n.targets[0], ast.Name)]
-        assert ast.unparse(store) == f"os.environ.get('RAG_PLUGIN_STORE', str(ROOT / {DEFAULT_STORE_DIR!r}))"
+        # the same setting (env, else the bot's rag.store, else the default), relative to the checkout
+        assert ast.unparse(store) == 'str(ROOT / resolve(RAG_STORE, bot))'
+        assert 'rag.store' not in [line.split('=')[0].strip() for line in
+                                   (ROOT / 'bots' / ('telegram_config.ini' if 'telegram' in bot else 'config.ini'))
+                                   .read_text().splitlines()]  # the demo config leaves it at its default
 
 
 def test_ask_writes_the_default_trace_that_trace_shows_with_the_guard_reason(corpus_store_dir, tmp_path):

@@ -18,20 +18,26 @@ CACHE_ENV = 'RAG_PLUGIN_ANSWER_CACHE'
 ``off``."""
 
 
-def cache_from_env(default: str = 'off') -> _Optional[SemanticCache]:
-    """The answer cache named by env ``RAG_PLUGIN_ANSWER_CACHE`` (else ``default``): None for ``off``.
+def make_cache(value: str) -> _Optional[SemanticCache]:
+    """The answer cache a setting names: None for ``off``, the in-process cache for ``memory``, else a Redis URL.
 
     Raises:
         ImportError: a ``redis://`` URL without the ``redis`` package (a one-line message)
     """
-    value = (_os.environ.get(CACHE_ENV) or default).strip()
+    value = (value or '').strip()
     if value.lower() in ('', 'off', 'no', 'none', '0', 'false'):
         return None
     if value.lower() in ('memory', 'on', 'yes', '1', 'true'):
         return SemanticCache()
     return SemanticCache(value)
 
-__all__ = ['cache_from_env', 'CACHE_ENV', 'SemanticCache', 'CacheHit', 'CacheBackend', 'CacheEntry',
+
+def cache_from_env(default: str = 'off') -> _Optional[SemanticCache]:
+    """The answer cache named by env ``RAG_PLUGIN_ANSWER_CACHE`` (else ``default``): see :func:`make_cache`."""
+    return make_cache(_os.environ.get(CACHE_ENV) or default)
+
+
+__all__ = ['cache_from_env', 'make_cache', 'CACHE_ENV', 'SemanticCache', 'CacheHit', 'CacheBackend', 'CacheEntry',
            'CacheUnavailable', 'InProcessBackend',
            'RedisBackend', 'corpus_names', 'disagreement', 'extra_words', 'question_terms', 'DEFAULT_THRESHOLD',
            'DEFAULT_EXTRA_THRESHOLD', 'DEFAULT_TTL', 'DEFAULT_MAX_ENTRIES']

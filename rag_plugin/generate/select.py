@@ -20,15 +20,21 @@ def openai_configured(bot: Optional['Bot'] = None) -> bool:
 
 
 def default_llm(bot: 'Bot', model: Optional[str] = None, embeddings=None) -> 'LLM':
-    """Register and return the default LLM: an OpenAI chat model when configured, else the extractive answerer.
+    """Register and return the default LLM: an OpenAI chat model when configured, else the extractive answerer
+    (the bot's ``rag.llm`` property: ``auto``, ``openai`` or ``extractive``).
 
     Args:
         bot (Bot): the bot
-        model (str): the OpenAI model (env ``RAG_PLUGIN_OPENAI_MODEL``, default ``gpt-4o-mini``)
+        model (str): the OpenAI model (env ``RAG_PLUGIN_OPENAI_MODEL``, else the bot's ``rag.openai_model``, default
+            ``gpt-4o-mini``)
         embeddings (Embeddings): for the extractive answerer, to score sentences by meaning too
     """
-    if openai_configured(bot):
+    from rag_plugin.settings import RAG_LLM, RAG_OPENAI_MODEL, resolve
+    choice = resolve(RAG_LLM, bot)
+    if choice not in ('auto', 'openai', 'extractive'):
+        raise ValueError(f'rag.llm must be auto, openai or extractive, got {choice!r}')
+    if choice == 'openai' or (choice == 'auto' and openai_configured(bot)):
         from rag_plugin.generate.chat_model import openai_llm  # imports BBF and the OpenAI client: only when used
-        return openai_llm(bot, model or os.environ.get('RAG_PLUGIN_OPENAI_MODEL', 'gpt-4o-mini'))
+        return openai_llm(bot, resolve(RAG_OPENAI_MODEL, bot, model))
     from rag_plugin.generate.extractive import ExtractiveLLM
     return ExtractiveLLM(bot, 'extractive', embeddings=embeddings)

@@ -175,7 +175,11 @@ def load_docx(path: Path, data: bytes) -> LoadedFile:
     """Read a DOCX file with python-docx; paragraphs styled as headings become sections."""
     import io
     import zipfile
-    import docx
+    from rag_plugin.extras import MissingExtra, require
+    try:
+        docx = require('docx', 'docx', 'DOCX files')
+    except MissingExtra as e:  # the file is skipped with this reason; the other files are ingested
+        raise SkipFile(str(e)) from None
     try:
         document = docx.Document(io.BytesIO(data))
     except (zipfile.BadZipFile, KeyError, ValueError) as e:

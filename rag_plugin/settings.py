@@ -1,0 +1,222 @@
+"""Definition of the bot properties within the ``rag`` section: the RAG's settings in the bot's ``config.ini``.
+
+Each setting is a BBF :class:`~besser.bot.core.property.Property` (``bot.get_property(RAG_K)``,
+``bot.set_property(RAG_K, 6)``), written in the bot's ``config.ini`` like BBF's own (``nlp.language``,
+``websocket.port``)::
+
+    [rag]
+    rag.k = 6
+    rag.relevance_threshold = 0.3
+
+A value is taken from the first of these that has it (:func:`resolve`):
+
+1. the argument given to ``RAG(...)`` (or to :func:`~rag_plugin.default_vector_store`, ...),
+2. the setting's environment variable, when it has one (``RAG_PLUGIN_STORE``, ...),
+3. the bot's properties: its ``config.ini`` (``bot.load_properties``) or ``bot.set_property``,
+4. the default below.
+
+In ``config.ini``, ``none`` (or an empty value) means no limit for the settings that accept it (``rag.answer_deadline``,
+``rag.llm_timeout``) and "not set" for the text settings whose default is none (``rag.trace_file``,
+``rag.embedding_model``). Adding a setting is one line: a :class:`Setting` below (it registers itself in
+:data:`SETTINGS`); then read it where it is used, with :func:`resolve`.
+"""
+from __future__ import annotations
+
+import os
+import textwrap
+from configparser import ConfigParser
+from typing import Any, Optional
+
+from besser.bot.core.property import Property
+
+from rag_plugin.generate.resilient import DEFAULT_BREAKER_COOL_DOWN, DEFAULT_BREAKER_FAILURES, DEFAULT_DEADLINE
+from rag_plugin.guard import (DEFAULT_COVERAGE_BELOW, DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE,
+                              DEFAULT_NOT_FOUND_ANSWER, DEFAULT_RELEVANCE_THRESHOLD, DEFAULT_WORD_SIMILARITY)
+from rag_plugin.inputs import DEFAULT_MAX_QUESTION_CHARS
+
+SECTION_RAG = 'rag'
+
+SETTINGS: dict[str, 'Setting'] = {}
+"""dict[str, Setting]: every setting of the ``rag`` section, by short name (``k``), in declaration order."""
+
+_NONE_WORDS = ('', 'none', 'off')
+_BOOLEAN = ConfigParser.BOOLEAN_STATES
+
+
+class Unset:
+    """The default of a ``RAG(...)`` keyword argument that was not given: the setting is read (:func:`resolve`)."""
+
+    def __repr__(self) -> str:
+        return 'UNSET'
+
+
+UNSET = Unset()
+"""Unset: the marker of an argument that was not given."""
+
+
+class BBFDefault(int):
+    """BBF's own default of ``k`` (4) and ``num_previous_messages`` (0), marked as not given, so that the signature
+    stays BBF's (``k=4``) and the bot's settings still apply when the caller did not pass the argument."""
+
+    def __repr__(self) -> str:
+        return int.__repr__(self)
+
+
+BBF_K = BBFDefault(4)
+"""int: BBF's default ``k`` of ``RAG(...)``, marked as not given: the ``rag.k`` setting applies."""
+
+BBF_NUM_PREVIOUS_MESSAGES = BBFDefault(0)
+"""int: BBF's default ``num_previous_messages`` of ``RAG(...)``, marked as not given."""
+
+
+class Setting(Property):
+    """A RAG setting: a BBF property of the ``rag`` section (``rag.<name>``), with its environment variable.
+
+    Args:
+        name (str): the short name (the property is ``rag.<name>``; the ``RAG(...)`` argument has the same name)
+        property_type (type): ``str``, ``int``, ``float`` or ``bool``
+        default_value (Any): the default (None: not set)
+        description (str): what it does, for the README and ``config.ini``
+        env (str): the environment variable that overrides the file, if any
+        nullable (bool): None is a value of its own (no limit), not "use the default": a ``RAG(...)`` argument of
+            None is kept, and ``none`` in ``config.ini`` means it
+
+    Attributes:
+        short_name (str): the short name
+        description (str): what it does
+        env (str | None): the environment variable
+        nullable (bool): whether None is a value of its own
+    """
+
+    def __init__(self, name: str, property_type: type, default_value: Any, description: str,
+                 env: Optional[str] = None, nullable: bool = False):
+        super().__init__(SECTION_RAG, f'{SECTION_RAG}.{name}', property_type, default_value)
+        self.short_name: str = name
+        self.description: str = description
+        self.env: Optional[str] = env
+        self.nullable: bool = nullable
+        SETTINGS[name] = self
+
+    def parse(self, text: str, origin: str) -> Any:
+        """The value of ``text`` (from ``origin``, for the error message) as this setting's type.
+
+        Raises:
+            ValueError: when the text is not a value of the setting's type
+        """
+        value = text.strip()
+        if value.lower() in _NONE_WORDS and (self.nullable or self.default_value is None):
+            return None
+        try:
+            if self.type is bool:
+                return _BOOLEAN[value.lower()]
+            return self.type(value)
+        except (KeyError, ValueError):
+            raise ValueError(f'{origin}: {self.name} must be {self.type.__name__}'
+                             f"{' or none' if self.nullable else ''}, got {text!r}") from None
+
+
+# The settings, one line each: name, type, default, what it does[, environment variable][, nullable]
+RAG_STORE = Setting('store', str, 'vector_store', 'the Chroma folder of default_vector_store (the ingestion ledger '
+                    'lives inside it)', env='RAG_PLUGIN_STORE')
+RAG_K = Setting('k', int, 4, 'chunks retrieved per question')
+RAG_NUM_PREVIOUS_MESSAGES = Setting('num_previous_messages', int, 0, 'previous messages of the conversation in the '
+                                    'prompt (0: none)')
+RAG_RELEVANCE_THRESHOLD = Setting('relevance_threshold', float, DEFAULT_RELEVANCE_THRESHOLD, 'guard: the best '
+                                  "chunk's cosine similarity must reach this to answer at all")
+RAG_MIN_COVERAGE = Setting('min_coverage', float, DEFAULT_MIN_COVERAGE, "guard (extractive): share of the question's "
+                           'key words the chunks must contain when the best chunk is only a moderate match (0: off)')
+RAG_COVERAGE_BELOW = Setting('coverage_below', float, DEFAULT_COVERAGE_BELOW, 'guard (extractive): the coverage '
+                             'check applies when the best score is below this')
+RAG_MAX_UNKNOWN = Setting('max_unknown', float, DEFAULT_MAX_UNKNOWN, 'guard (extractive): abstain when words the '
+                          "documents never use carry this share of the question's weight (1.01: off)")
+RAG_WORD_SIMILARITY = Setting('word_similarity', float, DEFAULT_WORD_SIMILARITY, 'guard (extractive): words whose '
+                              'embeddings reach this cosine count as the same word')
+RAG_VOCABULARY_LANGUAGES = Setting('vocabulary_languages', str, 'en', 'guard (extractive): comma-separated languages '
+                                   'of the questions the vocabulary check judges')
+RAG_NOT_FOUND_ANSWER = Setting('not_found_answer', str, DEFAULT_NOT_FOUND_ANSWER, 'the answer when the documents do '
+                               'not contain it')
+RAG_EMBEDDING_MODEL = Setting('embedding_model', str, None, 'a sentence-transformers model (path or hub name) '
+                              'instead of the bundled all-MiniLM-L6-v2', env='RAG_PLUGIN_EMBEDDING_MODEL')
+RAG_EMBEDDING_BACKEND = Setting('embedding_backend', str, 'auto', 'onnx, torch, or auto (ONNX Runtime when it gives '
+                                "PyTorch's vectors)", env='RAG_PLUGIN_EMBEDDING_BACKEND')
+RAG_LLM = Setting('llm', str, 'auto', 'the answering LLM of default_llm: openai, extractive, or auto (OpenAI when a '
+                  'key or base URL is configured)')
+RAG_OPENAI_MODEL = Setting('openai_model', str, 'gpt-4o-mini', 'the OpenAI (or compatible) chat model',
+                           env='RAG_PLUGIN_OPENAI_MODEL')
+RAG_TRACE_FILE = Setting('trace_file', str, None, 'append one JSON line per question to this file (none: off)',
+                         env='RAG_PLUGIN_TRACE')
+RAG_ANSWER_DEADLINE = Setting('answer_deadline', float, DEFAULT_DEADLINE, 'seconds one question may spend on the '
+                              'LLM, then the answer is extracted (none: no deadline)', nullable=True)
+RAG_LLM_TIMEOUT = Setting('llm_timeout', float, 30.0, 'seconds per LLM attempt (none: only the deadline)',
+                          nullable=True)
+RAG_LLM_MAX_ATTEMPTS = Setting('llm_max_attempts', int, 3, 'attempts on transient LLM errors')
+RAG_BREAKER_FAILURES = Setting('breaker_failures', int, DEFAULT_BREAKER_FAILURES, 'consecutive LLM failures that '
+                               'open the circuit breaker (0: no breaker)')
+RAG_BREAKER_COOL_DOWN = Setting('breaker_cool_down', float, DEFAULT_BREAKER_COOL_DOWN, 'seconds the LLM is skipped '
+                                'once the breaker is open')
+RAG_MAX_QUESTION_CHARS = Setting('max_question_chars', int, DEFAULT_MAX_QUESTION_CHARS, 'longer questions are cut to '
+                                 'this many characters (0: no limit)')
+RAG_REWRITE_QUERIES = Setting('rewrite_queries', bool, True, 'rewrite follow-up questions into standalone search '
+                              'queries')
+RAG_MAX_HISTORY_TURNS = Setting('max_history_turns', int, 20, "turns kept per session by the RAG's own history")
+RAG_ANSWER_CACHE = Setting('answer_cache', str, 'off', 'the semantic answer cache: off, memory (this process) or a '
+                           'redis:// URL shared by bot processes', env='RAG_PLUGIN_ANSWER_CACHE')
+RAG_WRITE_LOCK_TIMEOUT = Setting('write_lock_timeout', float, 300.0, 'seconds a writer waits for another one to '
+                                 'finish', env='RAG_PLUGIN_WRITE_LOCK_TIMEOUT')
+
+
+def given(setting: Setting, value: Any) -> bool:
+    """Whether ``value`` was given by the caller (not :data:`UNSET`, not BBF's marked default, and not None unless
+    None is a value of the setting)."""
+    if value is UNSET or isinstance(value, BBFDefault):
+        return False
+    return value is not None or setting.nullable
+
+
+def resolve(setting: Setting, bot: Any = None, value: Any = UNSET) -> Any:
+    """The value of a setting: ``value`` when given, else its environment variable, else the bot's properties
+    (``config.ini`` / ``bot.set_property``), else its default.
+
+    Args:
+        setting (Setting): the setting
+        bot (Bot): the bot whose properties are read (None, or a bot without a ``config``: none are)
+        value (Any): the caller's argument (:data:`UNSET` or BBF's marked default: not given)
+
+    Raises:
+        ValueError: when the environment or the file holds a value that is not of the setting's type
+    """
+    if given(setting, value):
+        return value
+    if setting.env and os.environ.get(setting.env, '').strip():
+        return setting.parse(os.environ[setting.env], f'environment variable {setting.env}')
+    config = getattr(bot, 'config', None)
+    if isinstance(config, ConfigParser) and config.has_option(setting.section, setting.name):
+        return setting.parse(config.get(setting.section, setting.name, raw=True), "the bot's properties (config.ini)")
+    return setting.default_value
+
+
+def resolve_all(bot: Any = None, **values: Any) -> dict[str, Any]:
+    """:func:`resolve` for several settings by short name: ``resolve_all(bot, k=k, store=UNSET)``."""
+    unknown = set(values) - set(SETTINGS)
+    if unknown:
+        raise TypeError(f'unknown RAG setting(s): {", ".join(sorted(unknown))}')
+    return {name: resolve(SETTINGS[name], bot, value) for name, value in values.items()}
+
+
+def config_section(values: Optional[dict[str, Any]] = None) -> str:
+    """The ``[rag]`` section of a ``config.ini`` with every setting commented at its default (or set to ``values``)
+    and described: what ``bots/config.ini`` shows."""
+    values = values or {}
+    lines = ['[rag]']
+    for setting in SETTINGS.values():
+        env = f' (env {setting.env})' if setting.env else ''
+        lines.extend(textwrap.wrap(f'{setting.description}{env}', 118, initial_indent='# ', subsequent_indent='# '))
+        if setting.short_name in values:
+            lines.append(f'{setting.name} = {_text(values[setting.short_name])}')
+        else:
+            lines.append(f'# {setting.name} = {_text(setting.default_value)}')
+    return '\n'.join(lines) + '\n'
+
+
+def _text(value: Any) -> str:
+    return 'none' if value is None else str(value)
