@@ -19,7 +19,7 @@ $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required (BBF pins tensorflow 2.14)"'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -e '.[dev]'
+	$(BIN)/python -m pip install -e '.[dev,postgres]'
 	$(BIN)/python -m rag_plugin setup-nltk
 	touch $(STAMP)
 

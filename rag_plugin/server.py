@@ -22,7 +22,7 @@ from fastapi.security import APIKeyHeader
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rag_plugin.inputs import DEFAULT_MAX_QUESTION_CHARS, clean_text
-from rag_plugin.store import chroma_store
+from rag_plugin.store import corpus_store
 
 if TYPE_CHECKING:
     from rag_plugin.rag import RAG
@@ -129,7 +129,7 @@ def check_parts(rag: 'RAG') -> dict[str, Any]:
         dict[str, Any]: part -> ``'ok'`` or what is wrong; ``chunks`` (int) when the store could count them
     """
     parts: dict[str, Any] = {}
-    store = chroma_store(rag.vector_store)
+    store = corpus_store(rag.vector_store)
     try:
         if store is not None:
             parts['chunks'] = store.count()
