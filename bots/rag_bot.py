@@ -21,7 +21,7 @@ from besser.bot.core.session import Session  # noqa: E402
 from besser.bot.platforms import websocket  # noqa: E402
 
 from rag_plugin import (DEFAULT_NOT_FOUND_ANSWER, RAG, RAGMessage, default_llm, default_splitter,  # noqa: E402
-                        default_vector_store)
+                        store_from_env)
 from rag_plugin.rag import LAST_RAG_MESSAGE_KEY  # noqa: E402
 from rag_plugin.channels.events import on_rag_outcomes  # noqa: E402
 from rag_plugin.channels.webchat import describe_ingestion, use_rag_webchat  # noqa: E402
@@ -48,8 +48,12 @@ else:
 if os.environ.get('RAG_BOT_WEBSOCKET_PORT'):  # e.g. benchmarks/startup.py on a free port
     bot.set_property(websocket.WEBSOCKET_PORT, int(os.environ['RAG_BOT_WEBSOCKET_PORT']))
 
-# The RAG: local embeddings in a persistent Chroma store, the default splitter, and the default LLM
-vector_store = default_vector_store(STORE)
+# The RAG: local embeddings in a persistent Chroma store (or PostgreSQL + pgvector when RAG_PLUGIN_DATABASE_URL is
+# set: several replicas of this bot then share one store), the default splitter, and the default LLM
+try:
+    vector_store = store_from_env(STORE)
+except ImportError as e:  # RAG_PLUGIN_DATABASE_URL set without the postgres extra: one line, no traceback
+    sys.exit(f'rag_bot: {e}')
 llm = default_llm(bot, embeddings=vector_store.embeddings)
 rag = RAG(
     bot=bot,

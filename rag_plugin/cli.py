@@ -21,8 +21,10 @@ def _store_trace_path(store: str) -> str:
 
 
 def _require_store(store: str) -> None:
-    """Refuse a store folder that does not hold a store (opening it would silently create an empty one)."""
-    if not os.path.isfile(os.path.join(store, 'chroma.sqlite3')):
+    """Refuse a store folder that does not hold a store (opening it would silently create an empty one); with
+    ``RAG_PLUGIN_DATABASE_URL`` set the store is in PostgreSQL and the folder only holds the trace."""
+    from rag_plugin.defaults import database_url
+    if database_url() is None and not os.path.isfile(os.path.join(store, 'chroma.sqlite3')):
         raise UsageError(f'no store at {store}: run `python -m rag_plugin ingest DIR --store {store}` first')
 
 
@@ -32,11 +34,11 @@ def _require_question(question: str) -> None:
 
 
 def _build_rag(args: argparse.Namespace):
-    from rag_plugin import RAG, StandaloneBot, default_splitter, default_vector_store
+    from rag_plugin import RAG, StandaloneBot, default_splitter, store_from_env
     from rag_plugin.generate.select import default_llm
     from rag_plugin.guard import DEFAULT_RELEVANCE_THRESHOLD
     bot = StandaloneBot()
-    store = default_vector_store(args.store)
+    store = store_from_env(args.store)
     llm = default_llm(bot, getattr(args, 'model', None))
     threshold = getattr(args, 'threshold', None)
     trace_file = getattr(args, 'trace_file', None)
@@ -202,16 +204,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """Print what the store holds, per document; with --check, whether its table, vector index and ledger agree."""
-    from rag_plugin import default_vector_store
+    from rag_plugin import store_from_env
     from rag_plugin.ingest import ledger_for
     from rag_plugin.ingest.check import check_store
-    from rag_plugin.store import chroma_store
+    from rag_plugin.store import corpus_store
     _require_store(args.store)
-    store = default_vector_store(args.store)
+    store = store_from_env(args.store)
     ledger = ledger_for(store)
     records = ledger.all()
-    chroma = chroma_store(store)
-    count = chroma.count() if chroma is not None else None
+    corpus = corpus_store(store)
+    count = corpus.count() if corpus is not None else None
     check = check_store(store, ledger, detail=True) if args.check else None
     if args.json:
         out = {'chunks_in_store': count, 'documents': [vars(r) for r in records]}
@@ -413,5 +415,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         return args.func(args)
     except UsageError as e:
+        print(f'error: {e}', file=sys.stderr)
+        return 2
+    except ImportError as e:
+        from rag_plugin.store.postgres import MISSING_EXTRA
+        if str(e) != MISSING_EXTRA:
+            raise
         print(f'error: {e}', file=sys.stderr)
         return 2

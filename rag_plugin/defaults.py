@@ -162,6 +162,31 @@ def default_vector_store(persist_directory: Optional[str] = DEFAULT_STORE_DIR, e
     )
 
 
+DATABASE_URL_ENV = 'RAG_PLUGIN_DATABASE_URL'
+"""str: the environment variable that selects the PostgreSQL store (a connection string)."""
+
+
+def database_url() -> Optional[str]:
+    """The PostgreSQL connection string of env ``RAG_PLUGIN_DATABASE_URL`` (None when unset or empty)."""
+    return os.environ.get(DATABASE_URL_ENV, '').strip() or None
+
+
+def store_from_env(persist_directory: Optional[str] = DEFAULT_STORE_DIR, embeddings: Optional[Embeddings] = None,
+                   collection_name: str = DEFAULT_COLLECTION) -> VectorStore:
+    """The store the demo bot and the command line use: PostgreSQL + pgvector when env ``RAG_PLUGIN_DATABASE_URL``
+    is set (:func:`rag_plugin.store.postgres_store`, collection ``collection_name``), else the Chroma store in
+    ``persist_directory`` (:func:`default_vector_store`).
+
+    Raises:
+        ImportError: ``RAG_PLUGIN_DATABASE_URL`` is set and psycopg 3 is missing (the message says what to install)
+    """
+    url = database_url()
+    if url is None:
+        return default_vector_store(persist_directory, embeddings, collection_name)
+    from rag_plugin.store import postgres_store
+    return postgres_store(url, collection=collection_name, embeddings=embeddings)
+
+
 def default_splitter(chunk_size: int = 800, chunk_overlap: int = 120) -> TextSplitter:
     """Return the default splitter: recursive on paragraphs, lines, sentences and words.
 

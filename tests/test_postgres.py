@@ -338,3 +338,26 @@ def test_server_going_away_gives_the_store_unavailable_answer_and_recovers(embed
         except Exception:  # noqa: BLE001 - already stopped
             pass
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_command_line_uses_postgresql_when_the_database_url_is_set(pg_dsn, tmp_path):
+    folder = _folder(tmp_path, 'policies', ['parking'])
+    env = {**ENV, 'RAG_PLUGIN_DATABASE_URL': pg_dsn, 'RAG_PLUGIN_STORE': str(tmp_path / 'unused')}
+    cli = [sys.executable, '-m', 'rag_plugin']
+    ingest = subprocess.run(cli + ['ingest', str(folder), '--json', '-q'], capture_output=True, text=True, env=env,
+                            cwd=ROOT, timeout=300)
+    assert ingest.returncode == 0, ingest.stderr
+    assert json.loads(ingest.stdout)['chunks_added'] > 0
+    assert not (tmp_path / 'unused' / 'chroma.sqlite3').exists()  # nothing went to a Chroma folder
+    stats = subprocess.run(cli + ['stats', '--json'], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert json.loads(stats.stdout)['documents'][0]['source_id'] == 'parking.md'
+    ask = subprocess.run(cli + ['ask', 'What is the parking budget of rule number 3?', '--json'],
+                         capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert ask.returncode == 0 and '121 euros' in json.loads(ask.stdout)['answer']
+    # Without psycopg the command line says what to install, in one line.
+    hidden = ("import sys; sys.modules['psycopg'] = None; from rag_plugin.cli import main; "
+              "sys.exit(main(['stats']))")
+    missing = subprocess.run([sys.executable, '-c', hidden], capture_output=True, text=True, env=env, cwd=ROOT,
+                             timeout=300)
+    assert missing.returncode == 2
+    assert missing.stderr.strip() == 'error: install rag_plugin[postgres] for the PostgreSQL store'
