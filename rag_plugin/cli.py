@@ -251,13 +251,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
     ks = tuple(int(k) for k in args.k.split(','))
     configs = tuple(c for c in (args.configs or ','.join(DEFAULT_CONFIGS)).split(',') if c)
     results = run_evaluation(args.pdfs, args.qa, ks, configs, args.baseline, args.cache, args.threshold,
-                             progress=not args.json_only)
+                             progress=not args.json_only, backend=args.backend)
     print(format_table(results, ks))
     answers = []
     if args.answers:
         from rag_plugin.evaluation import format_answer_table, run_answer_evaluation
         rows: Optional[list] = [] if args.per_question else None
-        answers = run_answer_evaluation(args.pdfs, args.qa, configs, args.cache, progress=False, per_question=rows)
+        answers = run_answer_evaluation(args.pdfs, args.qa, configs, args.cache, progress=False, per_question=rows,
+                                        backend=args.backend)
         print()
         print(format_answer_table(answers))
         if args.per_question:
@@ -389,6 +390,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--baseline', action='store_true', help="also evaluate BBF 1.5's original RAG")
     p.add_argument('--threshold', type=float, help='guard threshold to report abstention at')
     p.add_argument('--cache', default='.cache/eval', help='ingested stores are kept here (default: %(default)s)')
+    p.add_argument('--backend', choices=('chroma', 'postgres'), default='chroma',
+                   help='the store evaluated: chroma, or postgres (the same chunks and embeddings copied into '
+                        'PostgreSQL: RAG_PLUGIN_DATABASE_URL, else a private pgserver in the cache folder)')
     p.add_argument('--json', help='write the results as JSON to this file')
     p.add_argument('--json-only', action='store_true', help='no progress output')
     p.add_argument('--plot', help='save a PNG of hit@k and the abstention trade-off')
