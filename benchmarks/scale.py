@@ -37,14 +37,15 @@ from benchmarks._common import REPO_ROOT, format_table, repo_path, setup_env  # 
 
 setup_env()
 
+SHARED = '../shared/eval'
 SOURCES = [('data/pdfs', ['data/eval/nimbus_qa.jsonl']),
-           ('../shared/eval/azure_northwind_benefits/pdfs', ['../shared/eval/azure_northwind_benefits/qa.jsonl'])]
+           ('{shared}/azure_northwind_benefits/pdfs', ['{shared}/azure_northwind_benefits/qa.jsonl'])]
 REGIONS = ['north', 'south', 'east', 'west', 'central', 'coastal', 'alpine', 'delta']
 TEAMS = ['finance', 'support', 'sales', 'legal', 'platform', 'mobile', 'research', 'operations', 'design', 'people']
 TENANTS = 100
 
 
-def source_chunks(cache: Path, sources=SOURCES):
+def source_chunks(cache: Path, sources=SOURCES, shared: str = SHARED):
     """The real chunks (ids, texts, metadata, vectors) of the source corpora and their questions."""
     from rag_plugin.defaults import default_embeddings
     from rag_plugin.evaluation import load_qa, ours_store
@@ -52,6 +53,7 @@ def source_chunks(cache: Path, sources=SOURCES):
     embeddings = default_embeddings()
     texts, metadatas, vectors, questions = [], [], [], []
     for folder, qa_files in sources:
+        folder, qa_files = folder.format(shared=shared), [qa.format(shared=shared) for qa in qa_files]
         path = repo_path(folder)
         if not path.is_dir():
             print(f'(skipped missing source {folder})', file=sys.stderr)
@@ -177,13 +179,14 @@ def main() -> int:
     parser.add_argument('--noise', type=float, default=0.01, help='sigma of the noise per dimension')
     parser.add_argument('--batch', type=int, default=2000, help='chunks per store write')
     parser.add_argument('--cache', default='.cache/eval', help='the eval stores of the source corpora')
-    parser.add_argument('--sources', default=','.join(folder for folder, _ in SOURCES),
-                        help='source corpora (folders of SOURCES), comma-separated')
+    parser.add_argument('--sources', default='data/pdfs,northwind', help='source corpora: data/pdfs, northwind')
+    parser.add_argument('--shared', default=SHARED, help='the shared eval data (default: %(default)s)')
     parser.add_argument('--json', help='also write the results as JSON')
     args = parser.parse_args()
     wanted = args.sources.split(',')
-    texts, metadatas, vectors, questions = source_chunks(repo_path(args.cache),
-                                                         [s for s in SOURCES if s[0] in wanted])
+    texts, metadatas, vectors, questions = source_chunks(
+        repo_path(args.cache), [s for s in SOURCES if s[0] in wanted or 'northwind' in wanted and 'northwind' in s[0]],
+        args.shared)
     questions = questions[:args.questions + 1]
     print(f'{len(texts)} source chunks, {len(questions)} questions; {args.chunks} chunks per store', file=sys.stderr)
     results: dict[str, dict] = {}
