@@ -54,6 +54,9 @@ BM25_B = 0.75
 _MAX_POSITIONS = 255  # positions a tsvector keeps per word
 _MAX_POSITION = 16383
 _MAX_LEXEME = 1000
+HNSW_EF_SEARCH = 100
+"""int: candidates the HNSW index visits per search, at least (pgvector's default is 40; 100 as the Chroma store's
+``hnsw:search_ef``)."""
 LEXICAL_CANDIDATES = 200
 """int: chunks read per query word in lexical search (the highest impacts), at least."""
 _NAME = re.compile(r'^[a-z][a-z0-9_]{0,39}$')
@@ -351,7 +354,7 @@ class PostgresStore(VectorStore):
         sql = (f'SELECT {columns} FROM {self.chunks_table} WHERE {condition} '
                f'ORDER BY embedding <=> %s::vector LIMIT %s')
         args = [q] + params + [q, n]
-        ef = min(1000, max(40, n * (10 if where else 2)))
+        ef = min(1000, max(HNSW_EF_SEARCH, n * (10 if where else 2)))
         with self.connection() as conn:
             with conn.transaction():
                 conn.execute(f'SET LOCAL hnsw.ef_search = {int(ef)}')
