@@ -6,9 +6,10 @@ stores it is derived from the raw distance of whichever space the collection use
 embeddings are assumed L2-normalised, as :class:`~rag_plugin.defaults.SentenceTransformerEmbeddings` and OpenAI's
 are). For other stores it is the store's own ``relevance_score`` (LangChain's 0..1 scale).
 
-:class:`HybridRetriever` (the default on Chroma and PostgreSQL stores, any :class:`~rag_plugin.store.CorpusStore`) ranks by a fusion of dense similarity and BM25 (bm25s), so
-exact identifiers such as error codes and SKUs are found even when embeddings rank them low; ``score`` stays the
-cosine similarity, and ``metadata['rank_score']`` holds the fused score that ordered the results.
+:class:`HybridRetriever` (the default on Chroma and PostgreSQL stores: any :class:`~rag_plugin.store.CorpusStore`) ranks
+by a fusion of dense similarity and BM25, so exact identifiers such as error codes and SKUs are found even when
+embeddings rank them low; ``score`` stays the cosine similarity, and ``metadata['rank_score']`` holds the fused score
+that ordered the results.
 """
 from __future__ import annotations
 

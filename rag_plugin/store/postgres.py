@@ -100,11 +100,6 @@ def tsvector_literal(terms: Sequence[str]) -> str:
     return ' '.join(f'{_quote(t)}:{",".join(map(str, p))}' if p else _quote(t) for t, p in positions.items())
 
 
-def tsquery_literal(terms: Iterable[str]) -> str:
-    """A ``tsquery`` literal matching chunks that hold any of the words."""
-    return ' | '.join(_quote(t[:_MAX_LEXEME]) for t in terms)
-
-
 # ---- filters -------------------------------------------------------------------------------------------------------
 def where_sql(where: Optional[dict], column: str = 'metadata') -> tuple[str, list]:
     """Translate a Chroma-style ``where`` filter into a SQL condition on a JSONB column, with the semantics of
@@ -160,7 +155,8 @@ def _comparison(key: str, op: str, target: Any, column: str, params: list) -> st
 # ---- the store -----------------------------------------------------------------------------------------------------
 class PostgresStore(VectorStore):
     """A store of chunks in PostgreSQL with pgvector: a LangChain ``VectorStore`` and a
-    :class:`~rag_plugin.store.CorpusStore` (dense search with HNSW, BM25 over an impact-ordered postings index, filters in SQL).
+    :class:`~rag_plugin.store.CorpusStore` (dense search with HNSW, BM25 over an impact-ordered postings index,
+    filters in SQL).
 
     Use :func:`postgres_store` to make one.
 
@@ -550,7 +546,7 @@ class PostgresStore(VectorStore):
         """The write lock of this collection across processes and hosts (a PostgreSQL advisory lock)."""
         return AdvisoryWriteLock(self, timeout)
 
-    # ---- LangChain's VectorStore ---------------------------------------------------------------------------------------
+    # ---- LangChain's VectorStore -------------------------------------------------------------------------------------
     def add_texts(self, texts: Iterable[str], metadatas: Optional[list[dict]] = None,
                   ids: Optional[list[str]] = None, **kwargs: Any) -> list[str]:
         """Embed texts and upsert them (ids default to new UUIDs)."""
