@@ -66,6 +66,8 @@ class DenseRetriever:
             to_score = DISTANCE_TO_COSINE[space]
             pairs = [(doc, to_score(distance))
                      for doc, distance in self.vector_store.similarity_search_with_score(query, k=k, **kwargs)]
+        elif getattr(self.vector_store, 'is_corpus_store', False):  # its scores are cosine similarities already
+            pairs = self.vector_store.similarity_search_with_score(query, k=k, **kwargs)
         else:
             pairs = self.vector_store.similarity_search_with_relevance_scores(query, k=k, **kwargs)
         return [_scored(doc, score) for doc, score in sorted(pairs, key=lambda pair: -pair[1])]
