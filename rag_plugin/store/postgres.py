@@ -14,7 +14,7 @@ Several bot processes (replicas) share one store: no process holds the corpus in
   the version, which every write increments in its own transaction (any process sees it).
 
 Lexical search is BM25 (Lucene's variant, as bm25s computes it: ``k1`` 1.5, ``b`` 0.75), scored in SQL from the
-postings index alone: for each query word, the chunks with the highest impact (at least 200; every chunk that holds the
+postings index alone: for each query word, the chunks with the highest impact (at least 1,000; every chunk that holds the
 word when fewer do, so a corpus where no query word is that common is scored exactly as bm25s scores it), each scored
 with the word's count, the chunk's length and the current average length; a chunk's score is the sum over the words
 whose best chunks it is among. Filters in Chroma's ``where`` syntax are translated to SQL with
@@ -57,8 +57,10 @@ _MAX_LEXEME = 1000
 HNSW_EF_SEARCH = 100
 """int: candidates the HNSW index visits per search, at least (pgvector's default is 40; 100 as the Chroma store's
 ``hnsw:search_ef``)."""
-LEXICAL_CANDIDATES = 200
-"""int: chunks read per query word in lexical search (the highest impacts), at least."""
+LEXICAL_CANDIDATES = 1000
+"""int: chunks read per query word in lexical search (the highest impacts), at least: on sec10q (SEC filings,
+where company names and periods are in thousands of chunks) document hit@1 of the hybrid retrieval was 44.6% with 200,
+51.3% with 1,000 and 54.4% with 3,000, against 52.3% on Chroma with exact BM25."""
 _NAME = re.compile(r'^[a-z][a-z0-9_]{0,39}$')
 
 
