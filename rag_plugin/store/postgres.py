@@ -473,7 +473,8 @@ class PostgresStore(VectorStore):
 
     def write_rows(self, rows: Sequence[tuple[str, str, str, str, str, int]]) -> None:
         """Upsert prepared rows ``(id, text, metadata JSON, vector literal, tsvector literal, word count)`` in one
-        transaction (COPY into a temporary table, then one INSERT ... ON CONFLICT)."""
+        transaction: COPY into a temporary table, then the word counts, the chunks (INSERT ... ON CONFLICT), the
+        collection's counts and version, and the chunks' postings."""
         c, t = self.chunks_table, self.terms_table
         with self.connection() as conn, conn.transaction():
             self._lock_collection(conn)
