@@ -389,7 +389,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             raise TimeoutError(f'the run reached --max-seconds {args.max_seconds:g}')
         return min(phase_seconds, remaining)
 
-    with tempfile.TemporaryDirectory(prefix='rag_load_') as workdir:
+    with tempfile.TemporaryDirectory(prefix='rag_load_') as workdir, contextlib.ExitStack() as stack:
+        if args.postgres and not os.environ.get('RAG_PLUGIN_DATABASE_URL'):
+            import pgserver  # a private PostgreSQL with pgvector; the bots inherit its URL
+            server = pgserver.get_server(os.path.join(workdir, 'pg'), cleanup_mode='stop')
+            stack.callback(server.cleanup)
+            os.environ['RAG_PLUGIN_DATABASE_URL'] = server.get_uri()
+        out['store'] = 'PostgreSQL' if os.environ.get('RAG_PLUGIN_DATABASE_URL') else 'Chroma'
         bot_max = args.max_seconds + 60
         if not args.no_baseline:
             print('baseline: the same BBF bot without the plugin ...', flush=True)
@@ -519,7 +525,8 @@ def summary(out: dict[str, Any], flat_mb: float) -> str:
         row('  growth over the second half of the questions', fmt(growth, ' MB', 1), f'<= {flat_mb:g} MB',
             growth <= flat_mb, True),
     ]
-    title = (f"Load: demo bot (bots/rag_bot.py, extractive answerer, data/pdfs), {out['replicas']} replica(s), "
+    title = (f"Load: demo bot (bots/rag_bot.py, extractive answerer, data/pdfs), {out['replicas']} replica(s) on "
+             f"{out.get('store', 'Chroma')}, "
              f"loopback websocket;\nload average {out['load_average_start']:.2f} at the start, "
              f"{out['load_average_end']:.2f} at the end")
     table = format_table(title, ['measured', 'target', 'met'], rows, label_width=50, col_width=18)
@@ -543,6 +550,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument('--interval', type=float, default=2.0, help='seconds between two messages of a paced session')
     parser.add_argument('--paced-seconds', type=float, default=30.0, help='duration of the paced phase')
     parser.add_argument('--replicas', type=int, default=1, help='demo bot processes on one store')
+    parser.add_argument('--postgres', action='store_true',
+                        help='the bots share a PostgreSQL store (RAG_PLUGIN_DATABASE_URL, else a private pgserver)')
     parser.add_argument('--reply-timeout', type=float, default=30.0, help='a reply later than this is an error')
     parser.add_argument('--flat-mb', type=float, default=25.0, help='largest growth that counts as flat')
     parser.add_argument('--max-seconds', type=float, default=900.0, help='the whole run stops after this long')

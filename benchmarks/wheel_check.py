@@ -44,7 +44,7 @@ WEBCHAT_FILES = ('rag_plugin/channels/webchat_ui/app.py', 'rag_plugin/channels/w
                  'rag_plugin/channels/webchat.py')
 PINNED = ('besser-bot-framework', 'langchain', 'langchain-core', 'chromadb', 'numpy', 'openai', 'transformers',
           'websockets', 'torch', 'tensorflow', 'fastapi', 'uvicorn')
-EXTRA_MODULES = ('fastapi', 'uvicorn', 'matplotlib', 'docx', 'redis', 'fpdf', 'pytest')
+EXTRA_MODULES = ('fastapi', 'uvicorn', 'matplotlib', 'docx', 'redis', 'psycopg', 'pgserver', 'fpdf', 'pytest')
 DISTRIBUTIONS = {'docx': 'python-docx', 'fpdf': 'fpdf2'}
 QUESTION = 'How long do deleted notes stay in the trash?'
 

@@ -21,7 +21,7 @@ from besser.bot.core.bot import Bot  # noqa: E402
 from besser.bot.core.session import Session  # noqa: E402
 from besser.bot.platforms import websocket  # noqa: E402
 
-from rag_plugin import RAG, RAGMessage, default_llm, default_splitter, default_vector_store  # noqa: E402
+from rag_plugin import RAG, RAGMessage, default_llm, default_splitter, store_from_env  # noqa: E402
 from rag_plugin.rag import LAST_RAG_MESSAGE_KEY  # noqa: E402
 from rag_plugin.channels.events import on_rag_outcomes  # noqa: E402
 from rag_plugin.channels.webchat import describe_ingestion, use_rag_webchat  # noqa: E402
@@ -46,13 +46,17 @@ else:
 if os.environ.get('RAG_BOT_WEBSOCKET_PORT'):  # e.g. benchmarks/startup.py on a free port
     bot.set_property(websocket.WEBSOCKET_PORT, int(os.environ['RAG_BOT_WEBSOCKET_PORT']))
 
-# The RAG: local embeddings in a persistent Chroma store, the default splitter, and the default LLM
+# The RAG: local embeddings in a persistent Chroma store (or PostgreSQL + pgvector when RAG_PLUGIN_DATABASE_URL or
+# rag.database_url is set: several replicas of this bot then share one store), the default splitter, the default LLM.
 # The RAG's settings: env RAG_PLUGIN_*, else the [rag] section of the config file, else their defaults (k=4, ...).
-# The store is the command line's default store (`python -m rag_plugin ask ...` from the checkout answers from it; a
-# relative folder is the checkout's), and the trace goes into it.
+# The Chroma store is the command line's default store (`python -m rag_plugin ask ...` from the checkout answers from
+# it; a relative folder is the checkout's), and the trace goes into it.
 STORE = str(ROOT / resolve(RAG_STORE, bot))
 TRACE = resolve(RAG_TRACE_FILE, bot) or str(Path(STORE) / 'rag_trace.jsonl')
-vector_store = default_vector_store(STORE, bot=bot)
+try:
+    vector_store = store_from_env(STORE, bot=bot)
+except ImportError as e:  # a database URL without the postgres extra: one line, no traceback
+    sys.exit(f'rag_bot: {e}')
 llm = default_llm(bot, embeddings=vector_store.embeddings)
 rag = RAG(
     bot=bot,

@@ -25,6 +25,8 @@ _EXPORTS = {
     'default_llm': 'rag_plugin.generate.select',
     'default_embeddings': 'rag_plugin.defaults',
     'default_vector_store': 'rag_plugin.defaults',
+    'store_from_env': 'rag_plugin.defaults',
+    'postgres_store': 'rag_plugin.store',
     'default_splitter': 'rag_plugin.defaults',
     'SentenceTransformerEmbeddings': 'rag_plugin.defaults',
     'IngestReport': 'rag_plugin.ingest.pipeline',

@@ -26,8 +26,10 @@ def _store_trace_path(store: str) -> str:
 
 
 def _require_store(store: str) -> None:
-    """Refuse a store folder that does not hold a store (opening it would silently create an empty one)."""
-    if not os.path.isfile(os.path.join(store, 'chroma.sqlite3')):
+    """Refuse a store folder that does not hold a store (opening it would silently create an empty one); with
+    ``RAG_PLUGIN_DATABASE_URL`` set the store is in PostgreSQL and the folder only holds the trace."""
+    from rag_plugin.defaults import database_url
+    if database_url() is None and not os.path.isfile(os.path.join(store, 'chroma.sqlite3')):
         raise UsageError(f'no store at {store}: run `python -m rag_plugin ingest DIR --store {store}` first')
 
 
@@ -37,11 +39,11 @@ def _require_question(question: str) -> None:
 
 
 def _build_rag(args: argparse.Namespace):
-    from rag_plugin import RAG, StandaloneBot, default_splitter, default_vector_store
+    from rag_plugin import RAG, StandaloneBot, default_splitter, store_from_env
     from rag_plugin.generate.select import default_llm
     from rag_plugin.guard import DEFAULT_RELEVANCE_THRESHOLD
     bot = StandaloneBot()
-    store = default_vector_store(args.store)
+    store = store_from_env(args.store)
     llm = default_llm(bot, getattr(args, 'model', None))
     threshold = getattr(args, 'threshold', None)
     trace_file = getattr(args, 'trace_file', None)
@@ -252,16 +254,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """Print what the store holds, per document; with --check, whether its table, vector index and ledger agree."""
-    from rag_plugin import default_vector_store
+    from rag_plugin import store_from_env
     from rag_plugin.ingest import ledger_for
     from rag_plugin.ingest.check import check_store
-    from rag_plugin.store import chroma_store
+    from rag_plugin.store import corpus_store
     _require_store(args.store)
-    store = default_vector_store(args.store)
+    store = store_from_env(args.store)
     ledger = ledger_for(store)
     records = ledger.all()
-    chroma = chroma_store(store)
-    count = chroma.count() if chroma is not None else None
+    corpus = corpus_store(store)
+    count = corpus.count() if corpus is not None else None
     check = check_store(store, ledger, detail=True) if args.check else None
     cache_counts = trace_cache_counts(_store_trace_path(args.store))
     if args.json:
@@ -338,13 +340,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
     ks = tuple(int(k) for k in args.k.split(','))
     configs = tuple(c for c in (args.configs or ','.join(DEFAULT_CONFIGS)).split(',') if c)
     results = run_evaluation(args.pdfs, args.qa, ks, configs, args.baseline, args.cache, args.threshold,
-                             progress=not args.json_only)
+                             progress=not args.json_only, backend=args.backend)
     print(format_table(results, ks))
     answers = []
     if args.answers:
         from rag_plugin.evaluation import format_answer_table, run_answer_evaluation
         rows: Optional[list] = [] if args.per_question else None
-        answers = run_answer_evaluation(args.pdfs, args.qa, configs, args.cache, progress=False, per_question=rows)
+        answers = run_answer_evaluation(args.pdfs, args.qa, configs, args.cache, progress=False, per_question=rows,
+                                        backend=args.backend)
         print()
         print(format_answer_table(answers))
         if args.per_question:
@@ -486,6 +489,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--baseline', action='store_true', help="also evaluate BBF 1.5's original RAG")
     p.add_argument('--threshold', type=float, help='guard threshold to report abstention at')
     p.add_argument('--cache', default='.cache/eval', help='ingested stores are kept here (default: %(default)s)')
+    p.add_argument('--backend', choices=('chroma', 'postgres'), default='chroma',
+                   help='the store evaluated: chroma, or postgres (the same chunks and embeddings copied into '
+                        'PostgreSQL: RAG_PLUGIN_DATABASE_URL, else a private pgserver in the cache folder)')
     p.add_argument('--json', help='write the results as JSON to this file')
     p.add_argument('--json-only', action='store_true', help='no progress output')
     p.add_argument('--plot', help='save a PNG of hit@k and the abstention trade-off')
@@ -512,5 +518,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         return args.func(args)
     except (UsageError, MissingExtra) as e:
+        print(f'error: {e}', file=sys.stderr)
+        return 2
+    except ImportError as e:
+        from rag_plugin.store.postgres import MISSING_EXTRA
+        if str(e) != MISSING_EXTRA:
+            raise
         print(f'error: {e}', file=sys.stderr)
         return 2

@@ -13,7 +13,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 from langchain_text_splitters import RecursiveCharacterTextSplitter, TextSplitter
 
-from rag_plugin.settings import RAG_EMBEDDING_BACKEND, RAG_EMBEDDING_MODEL, RAG_STORE, UNSET, resolve
+from rag_plugin.settings import RAG_DATABASE_URL, RAG_EMBEDDING_BACKEND, RAG_EMBEDDING_MODEL, RAG_STORE, UNSET, resolve
 
 logger = logging.getLogger(__name__)
 
@@ -169,6 +169,33 @@ def default_vector_store(persist_directory: Optional[str] = UNSET, embeddings: O
         # the Northwind set, and results changed with the index's state. ef 100 finds 99.9% of them (for new stores).
         collection_metadata={'hnsw:space': 'cosine', 'hnsw:search_ef': 100},
     )
+
+
+DATABASE_URL_ENV = 'RAG_PLUGIN_DATABASE_URL'
+"""str: the environment variable that selects the PostgreSQL store (a connection string)."""
+
+
+def database_url(bot=None) -> Optional[str]:
+    """The PostgreSQL connection string of env ``RAG_PLUGIN_DATABASE_URL``, else the bot's ``rag.database_url``
+    (None when neither is set)."""
+    return (resolve(RAG_DATABASE_URL, bot) or '').strip() or None
+
+
+def store_from_env(persist_directory: Optional[str] = UNSET, embeddings: Optional[Embeddings] = None,
+                   collection_name: str = DEFAULT_COLLECTION, bot=None) -> VectorStore:
+    """The store the demo bot and the command line use: PostgreSQL + pgvector when env ``RAG_PLUGIN_DATABASE_URL``
+    (or the bot's ``rag.database_url``) is set (:func:`rag_plugin.store.postgres_store`, collection
+    ``collection_name``), else the Chroma store in ``persist_directory`` (:func:`default_vector_store`, which reads
+    the folder from the settings when it is not given).
+
+    Raises:
+        ImportError: ``RAG_PLUGIN_DATABASE_URL`` is set and psycopg 3 is missing (the message says what to install)
+    """
+    url = database_url(bot)
+    if url is None:
+        return default_vector_store(persist_directory, embeddings, collection_name, bot=bot)
+    from rag_plugin.store import postgres_store  # psycopg is an optional extra
+    return postgres_store(url, collection=collection_name, embeddings=embeddings or default_embeddings(bot=bot))
 
 
 def default_splitter(chunk_size: int = 800, chunk_overlap: int = 120) -> TextSplitter:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import statistics
 import tempfile
 import time
@@ -19,7 +20,7 @@ from typing import Callable, Optional
 
 from langchain_core.documents import Document
 
-from rag_plugin.defaults import default_embeddings, default_splitter, default_vector_store
+from rag_plugin.defaults import database_url, default_embeddings, default_splitter, default_vector_store
 from rag_plugin.extras import require
 from rag_plugin.generate.extractive import ExtractiveLLM
 from rag_plugin.guard import (DEFAULT_COVERAGE_BELOW, DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE,
@@ -27,7 +28,7 @@ from rag_plugin.guard import (DEFAULT_COVERAGE_BELOW, DEFAULT_MAX_UNKNOWN, DEFAU
 from rag_plugin.rag import RAG
 from rag_plugin.retrieve import DenseRetriever, Fusion, HybridRetriever
 from rag_plugin.standalone import StandaloneBot
-from rag_plugin.store import ChromaStore, LexicalIndex
+from rag_plugin.store import ChromaStore, corpus_store, postgres_store
 from rag_plugin.text import tokens, weight_share
 from rag_plugin.trace import TraceWriter, read_trace
 
@@ -315,6 +316,60 @@ def ours_store(pdfs: Path, cache_dir: Path, embeddings, progress: bool = True):
     return store, report
 
 
+BACKENDS = ('chroma', 'postgres')
+"""tuple[str]: the store backends the harness evaluates (``--backend``)."""
+
+
+def backend_store(pdfs: Path, cache_dir: Path, embeddings, progress: bool = True, backend: str = 'chroma',
+                  database_url: Optional[str] = None):
+    """The store a run evaluates: the cached Chroma store of :func:`ours_store`, or its PostgreSQL copy."""
+    if backend not in BACKENDS:
+        raise ValueError(f'unknown backend {backend!r}; known: {", ".join(BACKENDS)}')
+    store, _ = ours_store(pdfs, cache_dir, embeddings, progress)
+    if backend == 'postgres':
+        return postgres_copy(store, pdfs, eval_database_url(cache_dir, database_url), embeddings)
+    return store
+
+
+def eval_database_url(cache_dir: Path, dsn: Optional[str] = None) -> str:
+    """The PostgreSQL server of a ``--backend postgres`` run: ``dsn``, else env ``RAG_PLUGIN_DATABASE_URL``, else a
+    private server (``pgserver``, PostgreSQL with pgvector) in ``cache_dir/postgres``, kept between runs and stopped
+    when the process ends."""
+    dsn = dsn or database_url()
+    if dsn:
+        return dsn
+    try:
+        import pgserver  # the dev extra's private server, only when no server is given
+    except ImportError:
+        raise ImportError('--backend postgres needs a server: set RAG_PLUGIN_DATABASE_URL, or install pgserver '
+                          '(pip install -e .[dev]) for a private one') from None
+    folder = (cache_dir / 'postgres').resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    return pgserver.get_server(folder, cleanup_mode='stop').get_uri()
+
+
+def postgres_copy(chroma_store, pdfs: Path, dsn: str, embeddings, batch: int = 500):
+    """A PostgreSQL store holding the same chunks, metadata and embeddings as a Chroma store (copied once, without
+    embedding again), so that a comparison of the two measures the backends alone.
+
+    Returns:
+        PostgresStore: the store (collection ``eval_<folder>_<hash of its path>``)
+    """
+    key = hashlib.sha256(str(pdfs.resolve()).encode()).hexdigest()[:8]
+    name = 'eval_' + re.sub(r'[^a-z0-9_]+', '_', pdfs.resolve().parent.name.lower() if pdfs.name == 'pdfs'
+                                else pdfs.name.lower())[:24].strip('_') + '_' + key
+    target = postgres_store(dsn, collection=name, embeddings=embeddings)
+    source = corpus_store(chroma_store)
+    if target.count() != source.count():
+        ids, docs = source.chunks()
+        for start in range(0, len(ids), batch):
+            part = ids[start:start + batch]
+            vectors = source.embeddings_of(part)
+            target.upsert(part, [vectors[i] for i in part], [d.page_content for d in docs[start:start + batch]],
+                          [d.metadata for d in docs[start:start + batch]])
+    return target
+
+
 def bbf_store(pdfs: Path, cache_dir: Path, embeddings):
     """Load ``pdfs`` with BBF 1.5's original ``load_pdfs`` (same embeddings and splitter) into a cached store.
 
@@ -385,7 +440,8 @@ def plot(results: list[ConfigResult], ks: tuple[int, ...], path: str, title: str
 def run_evaluation(pdfs: str, qa_files: list[str], ks: tuple[int, ...] = (1, 4, 10),
                    configs: tuple[str, ...] = DEFAULT_CONFIGS, baseline: bool = False,
                    cache_dir: str = '.cache/eval', threshold: Optional[float] = None,
-                   progress: bool = True) -> list[ConfigResult]:
+                   progress: bool = True, backend: str = 'chroma',
+                   database_url: Optional[str] = None) -> list[ConfigResult]:
     """Evaluate retriever configurations (and optionally BBF 1.5's RAG) on one corpus.
 
     Args:
@@ -397,6 +453,9 @@ def run_evaluation(pdfs: str, qa_files: list[str], ks: tuple[int, ...] = (1, 4, 
         cache_dir (str): where ingested stores are kept between runs
         threshold (float): the guard threshold abstention is reported at (default: the RAG's default)
         progress (bool): show ingestion progress
+        backend (str): ``chroma`` or ``postgres`` (the same chunks and embeddings, copied from the Chroma store; see
+            :func:`postgres_copy`)
+        database_url (str): the PostgreSQL server for ``postgres`` (see :func:`eval_database_url`)
 
     Returns:
         list[ConfigResult]: one per configuration, the baseline first when asked for
@@ -410,9 +469,9 @@ def run_evaluation(pdfs: str, qa_files: list[str], ks: tuple[int, ...] = (1, 4, 
         bbf = bbf_retrieve(bbf_store(folder, cache, embeddings))
         bbf('warm-up', 1)  # as each configuration below: the first search loads the index from disk
         results.append(evaluate_retriever('BBF 1.5', bbf, items, ks))
-    store, _ = ours_store(folder, cache, embeddings, progress)
-    lexical = LexicalIndex(store)
-    signals = CorpusSignals(lexical.idf, lexical.knows, WordSimilarity(embeddings))
+    store = backend_store(folder, cache, embeddings, progress, backend, database_url)
+    corpus = corpus_store(store)
+    signals = CorpusSignals(corpus.idf, corpus.knows, WordSimilarity(embeddings))
     for name in configs:
         retrieve = make_retriever(name, store)
         retrieve('warm-up', 1)
@@ -583,7 +642,8 @@ def format_answer_table(results: list[AnswerResult]) -> str:
 
 def run_answer_evaluation(pdfs: str, qa_files: list[str], configs: tuple[str, ...] = ('hybrid-convex',),
                           cache_dir: str = '.cache/eval', progress: bool = True,
-                          per_question: Optional[list] = None) -> list[AnswerResult]:
+                          per_question: Optional[list] = None, backend: str = 'chroma',
+                          database_url: Optional[str] = None) -> list[AnswerResult]:
     """Evaluate the whole ``RAG.run`` path (default RAG, extractive answerer) for each retriever configuration.
 
     Args:
@@ -593,9 +653,11 @@ def run_answer_evaluation(pdfs: str, qa_files: list[str], configs: tuple[str, ..
         cache_dir (str): where ingested stores are kept between runs
         progress (bool): show ingestion progress
         per_question (list): when given, receives one dict per question and configuration
+        backend (str): ``chroma`` or ``postgres`` (see :func:`run_evaluation`)
+        database_url (str): the PostgreSQL server for ``postgres``
     """
     items = [item for path in qa_files for item in load_qa(path)]
-    store, _ = ours_store(Path(pdfs), Path(cache_dir), default_embeddings(), progress)
+    store = backend_store(Path(pdfs), Path(cache_dir), default_embeddings(), progress, backend, database_url)
     results = []
     for name in configs:
         bot = StandaloneBot()

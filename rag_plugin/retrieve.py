@@ -6,9 +6,10 @@ stores it is derived from the raw distance of whichever space the collection use
 embeddings are assumed L2-normalised, as :class:`~rag_plugin.defaults.SentenceTransformerEmbeddings` and OpenAI's
 are). For other stores it is the store's own ``relevance_score`` (LangChain's 0..1 scale).
 
-:class:`HybridRetriever` (the default on Chroma stores) ranks by a fusion of dense similarity and BM25 (bm25s), so
-exact identifiers such as error codes and SKUs are found even when embeddings rank them low; ``score`` stays the
-cosine similarity, and ``metadata['rank_score']`` holds the fused score that ordered the results.
+:class:`HybridRetriever` (the default on Chroma and PostgreSQL stores: any :class:`~rag_plugin.store.CorpusStore`) ranks
+by a fusion of dense similarity and BM25, so exact identifiers such as error codes and SKUs are found even when
+embeddings rank them low; ``score`` stays the cosine similarity, and ``metadata['rank_score']`` holds the fused score
+that ordered the results.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-from rag_plugin.store import ChromaStore, LexicalIndex, chroma_space, matches, scope_filter
+from rag_plugin.store import CorpusStore, LexicalIndex, chroma_space, corpus_store, matches, scope_filter
 from rag_plugin.store.chroma import DISTANCE_TO_COSINE
 from rag_plugin.store.lexical import _bm25s
 from rag_plugin.text import tokens, weight_share
@@ -65,6 +66,8 @@ class DenseRetriever:
             to_score = DISTANCE_TO_COSINE[space]
             pairs = [(doc, to_score(distance))
                      for doc, distance in self.vector_store.similarity_search_with_score(query, k=k, **kwargs)]
+        elif getattr(self.vector_store, 'is_corpus_store', False):  # its scores are cosine similarities already
+            pairs = self.vector_store.similarity_search_with_score(query, k=k, **kwargs)
         else:
             pairs = self.vector_store.similarity_search_with_relevance_scores(query, k=k, **kwargs)
         return [_scored(doc, score) for doc, score in sorted(pairs, key=lambda pair: -pair[1])]
@@ -93,10 +96,11 @@ class Fusion:
 
 
 class HybridRetriever:
-    """Dense (Chroma) + BM25 retrieval, fused; optional MMR diversity; optional reranker.
+    """Dense + BM25 retrieval over a :class:`~rag_plugin.store.CorpusStore`, fused; optional MMR diversity; optional
+    reranker. Only the store interface is used: the backend (Chroma, PostgreSQL) is the store's business.
 
     Args:
-        vector_store (VectorStore): a Chroma store (other stores: use :class:`DenseRetriever`)
+        vector_store (VectorStore): a Chroma or PostgreSQL store (other stores: use :class:`DenseRetriever`)
         fusion (Fusion): how to combine the two rankings
         depth (int): candidates taken from each ranking (at least ``k``)
         mmr (bool): diversify the results with maximal marginal relevance
@@ -106,9 +110,9 @@ class HybridRetriever:
 
     Attributes:
         vector_store (VectorStore): the store
-        store (ChromaStore): the store behind the :class:`~rag_plugin.store.CorpusStore` interface
+        store (CorpusStore): the store behind the :class:`~rag_plugin.store.CorpusStore` interface
         embeddings (Embeddings): embeds the query
-        lexical (LexicalIndex): the BM25 index (the store's)
+        lexical (CorpusStore): the corpus statistics (``idf``, ``knows``) and ``invalidate``: the store
         fusion (Fusion): the fusion settings
         before_search (list[Callable[[], None]]): called before each search (e.g. to catch up with another
             process's writes)
@@ -120,8 +124,11 @@ class HybridRetriever:
                  embeddings: Optional[Embeddings] = None):
         self.vector_store: VectorStore = vector_store
         self.embeddings: Embeddings = embeddings or vector_store.embeddings
-        self.store: ChromaStore = ChromaStore(vector_store)
-        self.lexical: LexicalIndex = self.store.lexical
+        store = corpus_store(vector_store)
+        if store is None:
+            raise ValueError(f'{type(vector_store).__name__} has no lexical search: use DenseRetriever')
+        self.store: CorpusStore = store
+        self.lexical: CorpusStore = store
         self.fusion: Fusion = fusion or Fusion()
         self.depth: int = depth
         self.mmr: bool = mmr
@@ -130,36 +137,32 @@ class HybridRetriever:
         self.before_search: list[Callable[[], None]] = []
 
     def _dense(self, query_vector: list[float], n: int, filter: Optional[dict]) -> dict[str, tuple]:
-        """Chroma's nearest chunks: ``{chunk id: (chunk, cosine, embedding or None)}``.
+        """The store's nearest chunks: ``{chunk id: (chunk, cosine, embedding or None)}``.
 
-        Only ids and distances are read from Chroma; the texts and metadata come from the lexical index, which holds
-        them in memory (chunks it does not hold yet, e.g. written by another process a moment ago, are read)."""
+        Only ids and similarities are searched; the texts and metadata are read by id (from the copy the store keeps
+        in this process, if any, as of the refresh that started this search)."""
         hits = self.store.dense_search(query_vector, n, filter, with_embeddings=self.mmr)
-        ids = [hit.chunk_id for hit in hits]
-        docs = self.lexical.documents(ids)
-        unknown = [i for i in ids if i not in docs]
-        if unknown:
-            docs.update(self.store.get(unknown))
+        docs = self.store.get([hit.chunk_id for hit in hits], cached=True)
         return {hit.chunk_id: (docs[hit.chunk_id], hit.cosine, hit.embedding) for hit in hits if hit.chunk_id in docs}
 
     def retrieve(self, query: str, k: int, filter: Optional[dict] = None) -> list[Document]:
         """Return the ``k`` best chunks by fused rank, each with ``score`` (cosine) and ``rank_score`` (fused)."""
         for hook in self.before_search:
             hook()
-        total = self.lexical.refresh()
+        total = self.store.refresh()
         if total == 0:
             return []
         n = min(max(self.depth, k), total)
         query_vector = self.embeddings.embed_query(query)
         dense = self._dense(query_vector, n, filter)
-        fused = self._fuse(dense, self.lexical.search(query, n, filter, refresh=False), query)
+        fused = self._fuse(dense, self.store.lexical_search(query, n, filter, refresh=False), query)
         ranked = sorted(fused, key=lambda cid: -fused[cid])
         keep = ranked[:max(2 * k, k + 4)] if self.mmr else ranked[:k]
         # Chunks only BM25 found: read their embeddings so their score is on the same cosine scale.
         missing = [cid for cid in keep if cid not in dense or dense[cid][2] is None and self.mmr]
         if missing:
             vectors = self.store.embeddings_of(missing)
-            known = self.lexical.documents(list(vectors))
+            known = self.store.get([cid for cid in vectors if cid not in dense], cached=True)
             q = np.asarray(query_vector)
             for cid, embedding in vectors.items():
                 vector = np.asarray(embedding)
@@ -202,7 +205,9 @@ class HybridRetriever:
 
 
 def default_retriever(vector_store: VectorStore, **kwargs: Any):
-    """Hybrid retrieval on Chroma stores (the default), dense similarity on any other store."""
-    if chroma_space(vector_store) in DISTANCE_TO_COSINE and getattr(vector_store, 'embeddings', None) is not None:
+    """Hybrid retrieval on a :class:`~rag_plugin.store.CorpusStore` (Chroma, PostgreSQL), dense similarity on any
+    other store."""
+    store = corpus_store(vector_store)
+    if store is not None and getattr(vector_store, 'embeddings', None) is not None:
         return HybridRetriever(vector_store, **kwargs)
     return DenseRetriever(vector_store)

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator  # noqa: E402
 
 from rag_plugin.api_defaults import API_KEY_ENV, DEFAULT_HOST, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT  # noqa: E402,F401
 from rag_plugin.inputs import DEFAULT_MAX_QUESTION_CHARS, clean_text  # noqa: E402
-from rag_plugin.store import chroma_store  # noqa: E402
+from rag_plugin.store import corpus_store  # noqa: E402
 
 if TYPE_CHECKING:
     from rag_plugin.rag import RAG
@@ -127,7 +127,7 @@ def check_parts(rag: 'RAG') -> dict[str, Any]:
         dict[str, Any]: part -> ``'ok'`` or what is wrong; ``chunks`` (int) when the store could count them
     """
     parts: dict[str, Any] = {}
-    store = chroma_store(rag.vector_store)
+    store = corpus_store(rag.vector_store)
     try:
         if store is not None:
             parts['chunks'] = store.count()

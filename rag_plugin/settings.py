@@ -159,6 +159,8 @@ RAG_MAX_QUESTION_CHARS = Setting('max_question_chars', int, DEFAULT_MAX_QUESTION
 RAG_REWRITE_QUERIES = Setting('rewrite_queries', bool, True, 'rewrite follow-up questions into standalone search '
                               'queries')
 RAG_MAX_HISTORY_TURNS = Setting('max_history_turns', int, 20, "turns kept per session by the RAG's own history")
+RAG_DATABASE_URL = Setting('database_url', str, None, 'PostgreSQL + pgvector connection URL of the store of the demo '
+                           'bot and the command line (none: the Chroma folder rag.store)', env='RAG_PLUGIN_DATABASE_URL')
 RAG_ANSWER_CACHE = Setting('answer_cache', str, 'off', 'the semantic answer cache: off, memory (this process) or a '
                            'redis:// URL shared by bot processes', env='RAG_PLUGIN_ANSWER_CACHE')
 RAG_WRITE_LOCK_TIMEOUT = Setting('write_lock_timeout', float, 300.0, 'seconds a writer waits for another one to '

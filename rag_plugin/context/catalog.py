@@ -15,7 +15,7 @@ from langchain_core.vectorstores import VectorStore
 
 from rag_plugin.section_spans import SECTION_SPANS_KEY, parse_spans
 from rag_plugin.ingest.code import CODE_LANGUAGES
-from rag_plugin.store import ChromaStore, chroma_store
+from rag_plugin.store import CorpusStore, corpus_store
 
 DOCUMENT_KINDS: dict[str, re.Pattern] = {
     'index': re.compile(r'\b(index|readme|overview|toc|contents|summary|home|introduction|intro|getting started|'
@@ -98,8 +98,8 @@ class SourceCatalog:
         """Forget the cached catalog (called after ingestion)."""
         self._documents = None
 
-    def _store(self) -> Optional[ChromaStore]:
-        return chroma_store(self.vector_store)
+    def _store(self) -> Optional[CorpusStore]:
+        return corpus_store(self.vector_store)
 
     def documents(self) -> dict[str, DocumentInfo]:
         """Every source, by ``source_id``, in path order."""
@@ -111,7 +111,7 @@ class SourceCatalog:
                 self._count = count
             return self._documents
 
-    def _load(self, store: Optional[ChromaStore]) -> dict[str, DocumentInfo]:
+    def _load(self, store: Optional[CorpusStore]) -> dict[str, DocumentInfo]:
         documents: dict[str, DocumentInfo] = {}
         if store is not None:
             firsts: dict[tuple[str, str], tuple[int, int]] = {}  # (source, section) -> first (chunk index, offset)

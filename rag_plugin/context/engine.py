@@ -37,7 +37,7 @@ from rag_plugin.context.scope import ResolvedScope, Scope, resolve_scope
 from rag_plugin.ingest.loaders import without_page_footer
 from rag_plugin.context.suggest import Suggestion, SuggestionChecker, heading_question
 from rag_plugin.ingest.code import parse_symbols
-from rag_plugin.store import chroma_store
+from rag_plugin.store import corpus_store
 
 if TYPE_CHECKING:
     from rag_plugin.rag import RAG
@@ -421,8 +421,8 @@ class ContextEngine:
         return panoramic(list(pool.values()), priority, request.k)
 
     def _marked_critical(self, request: ContextRequest) -> list[Document]:
-        """Chunks marked critical at ingestion, in scope (Chroma stores)."""
-        store = chroma_store(self.parts.vector_store)
+        """Chunks marked critical at ingestion, in scope (Chroma and PostgreSQL stores)."""
+        store = corpus_store(self.parts.vector_store)
         if store is None:
             return []
         where: dict = {'$or': [{'critical': True}, {'tag:critical': True}]}

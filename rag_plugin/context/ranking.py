@@ -11,7 +11,7 @@ from langchain_core.documents import Document
 
 from rag_plugin.context.catalog import is_critical
 from rag_plugin.context.intents import SubQuery
-from rag_plugin.store import chroma_store
+from rag_plugin.store import corpus_store
 from rag_plugin.text import tokens
 
 RRF_K = 60
@@ -107,7 +107,7 @@ def attach_cosines(candidates: Iterable[Candidate], vector_store, known: dict[st
     for candidate in candidates:
         candidate.cosine = known.get(candidate.chunk_id)
     missing = [c for c in candidates if c.cosine is None]
-    store = chroma_store(vector_store)
+    store = corpus_store(vector_store)
     vector = query_vector() if missing and store is not None else None
     if vector is not None:
         got = store.embeddings_of([c.chunk_id for c in missing])

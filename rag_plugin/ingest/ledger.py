@@ -143,3 +143,86 @@ class Ledger:
         """Close the database."""
         with self._lock:
             self._db.close()
+
+
+class PostgresLedger:
+    """The ingestion ledger of a :class:`~rag_plugin.store.postgres.PostgresStore`, in the same database (table
+    ``rag_<collection>_files``), with the methods of :class:`Ledger`. Every process that opens the store sees the same
+    rows; the store's advisory write lock keeps ingestions one at a time.
+
+    Args:
+        store (PostgresStore): the store
+
+    Attributes:
+        path (str): names the ledger (``postgresql:<collection>``; no file)
+    """
+
+    def __init__(self, store):
+        self.store = store
+        self.path: str = f'postgresql:{store.collection}'
+        self._table = store.files_table
+
+    def _rows(self, sql: str, args: tuple = ()) -> list[FileRecord]:
+        with self.store.connection() as conn:
+            return [FileRecord(*row) for row in conn.execute(sql.format(t=self._table), args).fetchall()]
+
+    def _run(self, sql: str, args: tuple = ()) -> None:
+        with self.store.connection() as conn:
+            conn.execute(sql.format(t=self._table), args)
+
+    def get(self, root: str, source_id: str) -> Optional[FileRecord]:
+        """Return the row of a file, if any."""
+        return next(iter(self._rows('SELECT * FROM {t} WHERE root=%s AND source_id=%s', (root, source_id))), None)
+
+    def all(self, root: Optional[str] = None) -> list[FileRecord]:
+        """Return every row, or those under one root."""
+        if root is None:
+            return self._rows('SELECT * FROM {t} ORDER BY root, source_id')
+        return self._rows('SELECT * FROM {t} WHERE root=%s ORDER BY source_id', (root,))
+
+    def pending(self) -> list[FileRecord]:
+        """Return the rows of writes that never finished."""
+        return self._rows("SELECT * FROM {t} WHERE status='pending'")
+
+    def find_document(self, document_id: str) -> Optional[FileRecord]:
+        """Return a finished row holding this document version (a duplicate file elsewhere)."""
+        return next(iter(self._rows("SELECT * FROM {t} WHERE document_id=%s AND status='ok' LIMIT 1",
+                                    (document_id,))), None)
+
+    def shared_by_others(self, document_id: str, root: str, source_id: str) -> bool:
+        """Whether a row other than ``(root, source_id)`` names this document version (its chunk ids are in use)."""
+        return bool(self._rows('SELECT * FROM {t} WHERE document_id=%s AND NOT (root=%s AND source_id=%s) LIMIT 1',
+                               (document_id, root, source_id)))
+
+    def begin(self, root: str, source_id: str, document_id: str, n_chunks: int, title: str, ingested_at: str,
+              previous: Optional[FileRecord]) -> None:
+        """Record the intent to store a new version, before the store is written."""
+        prev_doc, prev_n = (previous.document_id, previous.n_chunks) if previous else (None, None)
+        if previous and previous.status == 'pending' and previous.prev_document_id:
+            prev_doc, prev_n = previous.prev_document_id, previous.prev_n_chunks
+        self._run('INSERT INTO {t} VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (root, source_id) DO UPDATE SET '
+                  'document_id=excluded.document_id, n_chunks=excluded.n_chunks, title=excluded.title, '
+                  'status=excluded.status, prev_document_id=excluded.prev_document_id, '
+                  'prev_n_chunks=excluded.prev_n_chunks, ingested_at=excluded.ingested_at',
+                  (root, source_id, document_id, n_chunks, title, 'pending', prev_doc, prev_n, ingested_at))
+
+    def commit(self, root: str, source_id: str) -> None:
+        """Mark a version as completely stored and its predecessor as deleted."""
+        self._run("UPDATE {t} SET status='ok', prev_document_id=NULL, prev_n_chunks=NULL "
+                  "WHERE root=%s AND source_id=%s", (root, source_id))
+
+    def forget_previous(self, root: str, source_id: str) -> None:
+        """The predecessor's chunks were deleted; keep the row pending for its own version."""
+        self._run('UPDATE {t} SET prev_document_id=NULL, prev_n_chunks=NULL WHERE root=%s AND source_id=%s',
+                  (root, source_id))
+
+    def mark_pending(self, root: str, source_id: str) -> None:
+        """Chunks of a finished version were lost from the store: the next ingestion of the file writes it again."""
+        self._run("UPDATE {t} SET status='pending' WHERE root=%s AND source_id=%s", (root, source_id))
+
+    def remove(self, root: str, source_id: str) -> None:
+        """Delete a row (its chunks were deleted)."""
+        self._run('DELETE FROM {t} WHERE root=%s AND source_id=%s', (root, source_id))
+
+    def close(self) -> None:
+        """Nothing to close (the store's pool holds the connections)."""

@@ -26,7 +26,7 @@ from rag_plugin.ingest.ledger import FileRecord, Ledger, chunk_ids
 from rag_plugin.ingest.loaders import SUPPORTED_EXTENSIONS, LoadedFile, SkipFile, file_digest, load_file
 from rag_plugin.ingest.store import DEFAULT_LOCK_TIMEOUT, ChromaRefresher, write_lock_for
 from rag_plugin.section_spans import SECTION_SPANS_KEY, encode_spans
-from rag_plugin.store import chroma_internals, chroma_store
+from rag_plugin.store import chroma_internals, chroma_store, corpus_store
 
 logger = logging.getLogger(__name__)
 
@@ -492,12 +492,13 @@ class Ingestor:
     def write_batch(self, chunks: list[Document]) -> None:
         """Embed and upsert one batch of chunks under their ``chunk_id``.
 
-        On a Chroma store with :attr:`contextual` on, the embedded text is :func:`embedding_text` (file name, title and
-        section above the chunk) and the stored text the chunk's own; other stores embed the chunk's text.
+        On a :class:`~rag_plugin.store.CorpusStore` (Chroma, PostgreSQL) with :attr:`contextual` on, the embedded text
+        is :func:`embedding_text` (file name, title and section above the chunk) and the stored text the chunk's own;
+        other stores embed the chunk's text.
         """
         ids = [c.metadata['chunk_id'] for c in chunks]
-        store = chroma_store(self.vector_store) if self.contextual else None
-        embeddings = store.embeddings if store is not None else None
+        store = corpus_store(self.vector_store) if self.contextual else None
+        embeddings = getattr(store, 'embeddings', None) if store is not None else None
         if embeddings is None:
             self.vector_store.add_documents(chunks, ids=ids)
             return
@@ -560,12 +561,16 @@ class Ingestor:
 
 
 def ledger_for(vector_store: VectorStore, path: Optional[str] = None) -> Ledger:
-    """Return the ledger that belongs to a store: next to a persisted Chroma store, else in memory.
+    """Return the ledger that belongs to a store: in the store's own database when it has one (PostgreSQL), next to a
+    persisted Chroma store, else in memory.
 
     Args:
         vector_store (VectorStore): the store
         path (str): an explicit SQLite file (overrides the default location)
     """
+    own = getattr(vector_store, 'ledger', None)
+    if path is None and callable(own):
+        return own()
     if path is None:
         store = chroma_store(vector_store)
         persist = store.persist_directory if store is not None else None

@@ -134,7 +134,11 @@ class WriteLock:
 
 
 def write_lock_for(vector_store: VectorStore, ledger_path: str, timeout: float = DEFAULT_LOCK_TIMEOUT) -> WriteLock:
-    """Return the write lock of a store: a file next to its (file) ledger, else a lock within the process."""
+    """Return the write lock of a store: its own when it has one (PostgreSQL: an advisory lock, across hosts), a file
+    next to its (file) ledger, else a lock within the process."""
+    own = getattr(vector_store, 'write_lock', None)
+    if callable(own):
+        return own(timeout)
     if ledger_path and ledger_path != ':memory:':
         path = os.path.abspath(ledger_path)
         return WriteLock(path, f'{path}.lock', timeout)

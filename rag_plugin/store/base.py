@@ -33,8 +33,18 @@ class CorpusStore(Protocol):
     def count(self) -> int:
         """How many chunks the store holds."""
 
-    def get(self, ids: Sequence[str]) -> dict[str, Document]:
-        """The chunks with these ids (ids the store lacks are left out), by id, in the store's order."""
+    def get(self, ids: Sequence[str], cached: bool = False) -> dict[str, Document]:
+        """The chunks with these ids (ids the store lacks are left out), by id, in the store's order (``cached``: a
+        copy this process holds, as of the last :meth:`refresh`, may answer)."""
+
+    def embeddings_of(self, ids: Sequence[str]) -> dict[str, list[float]]:
+        """The stored embeddings of chunks, by id."""
+
+    def metadatas(self) -> list[dict]:
+        """The metadata of every chunk (the catalog of documents)."""
+
+    def find(self, where: dict, limit: Optional[int] = None) -> list[Document]:
+        """Chunks whose metadata pass a filter, at most ``limit``."""
 
     def upsert(self, ids: Sequence[str], embeddings: Sequence[Sequence[float]], documents: Sequence[str],
                metadatas: Sequence[dict]) -> None:
@@ -56,6 +66,12 @@ class CorpusStore(Protocol):
 
     def knows(self, term: str) -> bool:
         """Whether the chunks use a (normalised) word, as itself, another form of it or a close spelling."""
+
+    def refresh(self) -> int:
+        """Catch up with writes of any process (what this process caches of the store); return the chunk count."""
+
+    def invalidate(self) -> None:
+        """Drop what this process caches of the store (the next search reads it again)."""
 
     def version(self) -> int:
         """A number that changes on every write to the store (from any process)."""

@@ -118,8 +118,20 @@ class ChromaStore:
         """Every chunk id of the store's table."""
         return set(self._collection.get(include=[])['ids'])
 
-    def get(self, ids: Sequence[str]) -> dict[str, Document]:
-        """The chunks with these ids (ids the store lacks are left out), by id, in Chroma's order."""
+    def get(self, ids: Sequence[str], cached: bool = False) -> dict[str, Document]:
+        """The chunks with these ids (ids the store lacks are left out), by id, in Chroma's order.
+
+        Args:
+            ids (Sequence[str]): the chunk ids
+            cached (bool): take the chunks the BM25 index holds in memory (as of its last :meth:`refresh`) and read
+                only the others (the retriever, right after a refresh)
+        """
+        if cached and self._lexical is not None:
+            docs = self._lexical.documents(list(ids))
+            unknown = [i for i in ids if i not in docs]
+            return {**docs, **self.get(unknown)} if unknown else docs
+        if not ids:
+            return {}
         got = self._collection.get(ids=list(ids), include=['documents', 'metadatas'])
         return dict(zip(got['ids'], _documents(got['documents'], got['metadatas'])))
 
@@ -164,6 +176,16 @@ class ChromaStore:
         return [DenseHit(chunk_id, to_cosine(result['distances'][0][i]),
                          result['embeddings'][0][i] if with_embeddings else None)
                 for i, chunk_id in enumerate(result['ids'][0])]
+
+    def refresh(self) -> int:
+        """Catch up with the store's changes (the BM25 index reloads when the chunk count changed or it was
+        invalidated); return the chunk count."""
+        return self.lexical.refresh()
+
+    def invalidate(self) -> None:
+        """Mark the BM25 index stale (the next search reloads it)."""
+        if self._lexical is not None:
+            self._lexical.invalidate()
 
     def lexical_search(self, query: str, k: int, where: Optional[dict] = None, refresh: bool = True
                        ) -> list[tuple[Document, float]]:

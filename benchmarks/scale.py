@@ -1,0 +1,234 @@
+"""Scale benchmark: retrieval over 100k (or more) chunks on Chroma + in-process BM25 and on PostgreSQL + pgvector.
+
+Usage::
+
+    python benchmarks/scale.py [--chunks 100000] [--backends chroma,postgres] [--questions 40] [--json OUT]
+
+The stores are built without embedding anything again: the real chunks and vectors of the eval corpora (data/pdfs and
+Northwind, as ``python -m rag_plugin eval`` caches them in ``--cache``) are replicated with a little noise on each
+vector (Gaussian, sigma ``--noise`` per dimension, re-normalised), a varied text (a copy line naming a region, a
+team, a revision and a code) and unique ids; each copy belongs to one of 100 ``tenant`` values, the filter the
+"with filter" rows use (1 % of the chunks pass it).
+
+Per backend: ingestion throughput (chunks/s written through the store interface, vectors given), then a fresh Python
+process (as a restarted bot replica) opens the store in a RAG and measures the time to a ready RAG, the first question
+(cold: Chroma loads its vector index and builds the BM25 index; PostgreSQL only connects), p50 / p95 retrieval at k=4
+(hybrid, query embedding included) without and with the tenant filter, and the process's resident memory (RSS) after
+the questions. PostgreSQL runs in a private ``pgserver`` (PostgreSQL 16, pgvector 0.6) unless
+``RAG_PLUGIN_DATABASE_URL`` is set; its memory is the server's, outside the bot process.
+
+Targets (issue 16), on a 2-core machine: PostgreSQL p95 < 100 ms at 100k chunks and < 250 ms at 1M; cold first
+question < 2 s at 1M; the bot process's memory independent of corpus size.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks._common import REPO_ROOT, format_table, repo_path, setup_env  # noqa: E402
+
+setup_env()
+
+SHARED = '../shared/eval'
+SOURCES = [('data/pdfs', ['data/eval/nimbus_qa.jsonl']),
+           ('{shared}/azure_northwind_benefits/pdfs', ['{shared}/azure_northwind_benefits/qa.jsonl'])]
+REGIONS = ['north', 'south', 'east', 'west', 'central', 'coastal', 'alpine', 'delta']
+TEAMS = ['finance', 'support', 'sales', 'legal', 'platform', 'mobile', 'research', 'operations', 'design', 'people']
+TENANTS = 100
+
+
+def source_chunks(cache: Path, sources=SOURCES, shared: str = SHARED):
+    """The real chunks (ids, texts, metadata, vectors) of the source corpora and their questions."""
+    from rag_plugin.defaults import default_embeddings
+    from rag_plugin.evaluation import load_qa, ours_store
+    from rag_plugin.store import corpus_store
+    embeddings = default_embeddings()
+    texts, metadatas, vectors, questions = [], [], [], []
+    for folder, qa_files in sources:
+        folder, qa_files = folder.format(shared=shared), [qa.format(shared=shared) for qa in qa_files]
+        path = repo_path(folder)
+        if not path.is_dir():
+            print(f'(skipped missing source {folder})', file=sys.stderr)
+            continue
+        store = corpus_store(ours_store(path, cache, embeddings, progress=False)[0])
+        ids, docs = store.chunks()
+        found = store.embeddings_of(ids)
+        for chunk_id, doc in zip(ids, docs):
+            if chunk_id in found:
+                texts.append(doc.page_content)
+                metadatas.append(doc.metadata)
+                vectors.append(found[chunk_id])
+        for qa in qa_files:
+            if repo_path(qa).is_file():
+                questions += [item.question for item in load_qa(str(repo_path(qa))) if item.question]
+    return texts, metadatas, vectors, questions
+
+
+def replicas(texts, metadatas, vectors, n: int, noise: float, seed: int = 7):
+    """Yield ``n`` chunks ``(id, vector, text, metadata)`` made from the source chunks (see the module docstring)."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    base = np.asarray(vectors, dtype=np.float32)
+    size = len(texts)
+    for i in range(n):
+        j, copy = i % size, i // size
+        vector = base[j] + rng.normal(0.0, noise, base.shape[1]).astype(np.float32)
+        vector /= np.linalg.norm(vector) or 1.0
+        region, team = REGIONS[(copy + j) % len(REGIONS)], TEAMS[(copy * 7 + j) % len(TEAMS)]
+        text = (f'{texts[j]}\n(Copy {copy} for the {region} region, {team} team, revision {copy % 13}, '
+                f'code {team[:3].upper()}-{copy:05d}.)')
+        source_id = f'copy{copy:05d}/{metadatas[j].get("source_id") or metadatas[j].get("source")}'
+        chunk_id = f'r{copy:05d}-{metadatas[j].get("chunk_id") or j}'
+        metadata = {**metadatas[j], 'chunk_id': chunk_id, 'source_id': source_id,
+                    'document_id': f'r{copy:05d}-{metadatas[j].get("document_id", "")}', 'tenant': f't{copy % TENANTS}'}
+        yield chunk_id, vector.tolist(), text, metadata
+
+
+def build(backend: str, target: str, chunks, n: int, batch: int) -> dict:
+    """Write the chunks into a new store; returns its location and the ingestion throughput."""
+    from rag_plugin.defaults import default_embeddings, default_vector_store
+    from rag_plugin.store import corpus_store, postgres_store
+    embeddings = default_embeddings()
+    if backend == 'chroma':
+        store = corpus_store(default_vector_store(target, embeddings))
+    else:
+        store = postgres_store(target, collection='scale', embeddings=embeddings)
+        store.drop()
+        store = postgres_store(target, collection='scale', embeddings=embeddings)
+    started, written, part = time.perf_counter(), 0, []
+    for chunk in chunks:
+        part.append(chunk)
+        if len(part) == batch:
+            store.upsert(*zip(*part))
+            written += len(part)
+            part = []
+            if written % (batch * 10) == 0:
+                print(f'  {backend}: {written} chunks, {written / (time.perf_counter() - started):.0f}/s',
+                      file=sys.stderr, flush=True)
+    if part:
+        store.upsert(*zip(*part))
+        written += len(part)
+    seconds = time.perf_counter() - started
+    count = store.count()
+    return {'chunks': count, 'ingest_s': seconds, 'ingest_rate': written / seconds}
+
+
+PROBE = r'''
+import json, os, sys, time
+started = time.perf_counter()
+backend, target, questions, tenant = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
+from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter
+from rag_plugin.defaults import default_vector_store
+from rag_plugin.store import postgres_store
+bot = StandaloneBot()
+ExtractiveLLM(bot)
+store = default_vector_store(target) if backend == 'chroma' else postgres_store(target, collection='scale')
+rag = RAG(bot, store, default_splitter(), 'extractive')
+rag.embeddings.embed_query('warm-up')  # the embedding model is loaded: the cold question measures the store
+ready = time.perf_counter() - started
+t = time.perf_counter()
+first = rag.retriever.retrieve(questions[0], 4)
+cold = time.perf_counter() - t
+def timed(where):
+    out = []
+    for q in questions[1:]:
+        t = time.perf_counter()
+        docs = rag.retriever.retrieve(q, 4, where)
+        out.append(time.perf_counter() - t)
+        assert len(docs) == 4 and all(d.metadata.get('tenant') == tenant for d in docs if where), (q, docs)
+    return out
+plain = timed(None)
+filtered = timed({'tenant': tenant})
+rss = 0
+with open('/proc/self/status') as f:
+    for line in f:
+        if line.startswith('VmRSS:'):
+            rss = int(line.split()[1]) / 1024
+print(json.dumps({'ready_s': ready, 'cold_s': cold, 'plain': plain, 'filtered': filtered, 'rss_mb': rss}))
+'''
+
+
+def probe(backend: str, target: str, questions: list[str]) -> dict:
+    """Measure retrieval in a fresh process (see the module docstring)."""
+    env = {**os.environ, 'PYTHONPATH': str(REPO_ROOT)}
+    done = subprocess.run([sys.executable, '-c', PROBE, backend, target, json.dumps(questions), 't7'],
+                          capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=3600)
+    if done.returncode != 0:
+        raise RuntimeError(f'{backend} probe failed:\n{done.stderr[-3000:]}')
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--chunks', type=int, default=100_000, help='chunks per store (default: %(default)s)')
+    parser.add_argument('--backends', default='chroma,postgres')
+    parser.add_argument('--questions', type=int, default=40, help='questions timed per row (default: %(default)s)')
+    parser.add_argument('--noise', type=float, default=0.01, help='sigma of the noise per dimension')
+    parser.add_argument('--batch', type=int, default=2000, help='chunks per store write')
+    parser.add_argument('--cache', default='.cache/eval', help='the eval stores of the source corpora')
+    parser.add_argument('--sources', default='data/pdfs,northwind', help='source corpora: data/pdfs, northwind')
+    parser.add_argument('--shared', default=SHARED, help='the shared eval data (default: %(default)s)')
+    parser.add_argument('--json', help='also write the results as JSON')
+    args = parser.parse_args()
+    wanted = args.sources.split(',')
+    texts, metadatas, vectors, questions = source_chunks(
+        repo_path(args.cache), [s for s in SOURCES if s[0] in wanted or 'northwind' in wanted and 'northwind' in s[0]],
+        args.shared)
+    questions = questions[:args.questions + 1]
+    print(f'{len(texts)} source chunks, {len(questions)} questions; {args.chunks} chunks per store', file=sys.stderr)
+    results: dict[str, dict] = {}
+    server = None
+    with tempfile.TemporaryDirectory(prefix='ragscale') as tmp:
+        for backend in [b for b in args.backends.split(',') if b]:
+            if backend == 'chroma':
+                target = str(Path(tmp) / 'chroma')
+            else:
+                target = os.environ.get('RAG_PLUGIN_DATABASE_URL')
+                if not target:
+                    import pgserver
+                    server = pgserver.get_server(Path(tmp) / 'pg', cleanup_mode='stop')
+                    target = server.get_uri()
+            chunks = replicas(texts, metadatas, vectors, args.chunks, args.noise)
+            result = build(backend, target, chunks, args.chunks, args.batch)
+            result.update(probe(backend, target, questions))
+            results[backend] = result
+            print(f'{backend}: {json.dumps({k: v for k, v in result.items() if not isinstance(v, list)})}',
+                  file=sys.stderr, flush=True)
+        if server is not None:
+            server.cleanup()
+    names = list(results)
+    ms = lambda values, q: 1000 * percentile(values, q)  # noqa: E731
+    rows = [
+        ('chunks in the store', [results[b]['chunks'] for b in names], 'int'),
+        ('ingestion (chunks/s, vectors given)', [results[b]['ingest_rate'] for b in names], 'int'),
+        ('process start to ready RAG (s)', [results[b]['ready_s'] for b in names], 'rate'),
+        ('first question, cold (s)', [results[b]['cold_s'] for b in names], 'rate'),
+        ('retrieval k=4, p50 (ms)', [ms(results[b]['plain'], 0.5) for b in names], 'rate'),
+        ('retrieval k=4, p95 (ms)', [ms(results[b]['plain'], 0.95) for b in names], 'rate'),
+        ('retrieval k=4 + filter (1%), p50 (ms)', [ms(results[b]['filtered'], 0.5) for b in names], 'rate'),
+        ('retrieval k=4 + filter (1%), p95 (ms)', [ms(results[b]['filtered'], 0.95) for b in names], 'rate'),
+        ('RAG process RSS after the questions (MB)', [results[b]['rss_mb'] for b in names], 'int'),
+    ]
+    print(format_table(f'Scale: {args.chunks} chunks, {len(questions) - 1} questions per row (median of one run)',
+                       names, rows))
+    if args.json:
+        with open(args.json, 'w', encoding='utf-8') as f:
+            json.dump({'chunks': args.chunks, 'results': results}, f, indent=2)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
