@@ -1,6 +1,7 @@
 """HTTP API for agents: ``POST /retrieve`` and ``POST /answer`` return the JSON of
-:meth:`rag_plugin.RAG.retrieve_context` and :meth:`rag_plugin.RAG.answer_context`; ``GET /health``; OpenAPI docs at
-``/docs``.
+:meth:`rag_plugin.RAG.retrieve_context` and :meth:`rag_plugin.RAG.answer_context`; ``POST /ask`` returns the RAG's own
+answer (:meth:`rag_plugin.RAG.run`, as a bot gets it: guard, sources, confidence, the answer cache when it is on) as
+:meth:`rag_plugin.RAGMessage.to_dict`; ``GET /health``; OpenAPI docs at ``/docs``.
 
 Optional API key (header ``X-API-Key``; 401 when it is missing or wrong), a request-size limit (413, checked on
 ``Content-Length`` and on the body actually received), and 127.0.0.1 as the default address. Errors by kind: a
@@ -14,7 +15,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-from typing import TYPE_CHECKING, Any, Literal, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, Union
 
 from rag_plugin.extras import require
 
@@ -27,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator  # noqa: E402
 
 from rag_plugin.api_defaults import API_KEY_ENV, DEFAULT_HOST, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT  # noqa: E402,F401
 from rag_plugin.inputs import DEFAULT_MAX_QUESTION_CHARS, clean_text  # noqa: E402
-from rag_plugin.store import corpus_store  # noqa: E402
+from rag_plugin.store import corpus_store, scope_filter  # noqa: E402
 
 if TYPE_CHECKING:
     from rag_plugin.rag import RAG
@@ -62,6 +63,23 @@ class ContextBody(BaseModel):
     mode: Literal['auto', 'documental', 'codigo'] = 'auto'
     scope: Optional[ScopeBody] = None
     k: Optional[int] = Field(None, ge=1, le=100, description='items (default: 4 specific, 12 bootstrap)')
+
+    _clean_text = model_validator(mode='before')(_clean)
+
+
+class AskScope(BaseModel):
+    """What an ``/ask`` may see: one or more sources, tags."""
+    model_config = ConfigDict(extra='forbid')
+    sourceId: Optional[Union[str, list[str]]] = Field(None, description='exact source id(s)')
+    tags: Optional[list[str]] = Field(None, description='every chunk must carry all these tags')
+
+
+class AskBody(BaseModel):
+    """A question for the RAG itself (no conversation: each request stands alone)."""
+    model_config = ConfigDict(extra='forbid')
+    question: str = Field(..., min_length=1, max_length=DEFAULT_MAX_QUESTION_CHARS, description='the question')
+    scope: Optional[AskScope] = None
+    k: Optional[int] = Field(None, ge=1, le=100, description="chunks retrieved (default: the RAG's k)")
 
     _clean_text = model_validator(mode='before')(_clean)
 
@@ -170,14 +188,17 @@ def create_app(rag: 'RAG', api_key: Optional[str] = None, max_body_bytes: int = 
             raise HTTPException(status_code=401, detail='missing or wrong X-API-Key')
 
     def run(method, body: ContextBody) -> dict:
+        return guarded(method.__name__, lambda: method(**_options(body)))
+
+    def guarded(name: str, call: Callable[[], dict]) -> dict:
         try:
-            return method(**_options(body))
+            return call()
         except Exception as e:  # noqa: BLE001 - sorted by kind below; never a 500
             parts = check_parts(rag)
             down = _unavailable(parts)
             if isinstance(e, (ValueError, TypeError)) and not down:
                 raise HTTPException(status_code=422, detail=str(e)) from e
-            logger.error('[RAG] %s failed: %s: %s (down: %s)', method.__name__, type(e).__name__, e,
+            logger.error('[RAG] %s failed: %s: %s (down: %s)', name, type(e).__name__, e,
                          ', '.join(down) or 'nothing found down')
             raise HTTPException(status_code=503, detail={
                 'message': 'the service cannot answer right now; please try again later',
@@ -202,6 +223,13 @@ def create_app(rag: 'RAG', api_key: Optional[str] = None, max_body_bytes: int = 
     def answer(body: ContextBody) -> dict:
         """A cited answer: mode, intent, answer, summary, topics, criticalPoints, citations, scope."""
         return run(rag.answer_context, body)
+
+    @app.post('/ask', dependencies=[Depends(check_key)])
+    def ask(body: AskBody) -> dict:
+        """The RAG's own answer, as a bot gets it (RAGMessage.to_dict): answer, docs, sources, confidence, abstained,
+        degraded, cited, category, cached (answered from the semantic answer cache)."""
+        where = scope_filter(source_id=body.scope.sourceId, tags=body.scope.tags) if body.scope else None
+        return guarded('ask', lambda: rag.run(message=body.question, k=body.k, filter=where).to_dict())
 
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     return app

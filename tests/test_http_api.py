@@ -132,3 +132,27 @@ def test_uvicorn_serves_on_localhost(rag):
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+def test_ask_is_the_rags_own_answer_with_the_answer_cache(make_rag):
+    """POST /ask goes through RAG.run: a cited answer with sources, an honest refusal, scope filters, the cache."""
+    from rag_plugin.cache import SemanticCache
+    from rag_plugin.server import create_app
+    rag = make_rag(cache=SemanticCache())
+    client = TestClient(create_app(rag, api_key=KEY))
+    headers = {'X-API-Key': KEY}
+    first = client.post('/ask', json={'question': 'How long do deleted notes stay in the trash?'}, headers=headers)
+    assert first.status_code == 200, first.text
+    answer = first.json()
+    assert '30 days' in answer['answer'] and not answer['abstained'] and not answer['cached']
+    assert answer['sources'][0]['source'].endswith('getting_started.pdf') and answer['cited']
+    again = client.post('/ask', json={'question': 'how long do deleted notes stay in trash'}, headers=headers).json()
+    assert again['cached'] and again['answer'] == answer['answer']
+    refused = client.post('/ask', json={'question': 'What is the capital of Mongolia?'}, headers=headers).json()
+    assert refused['abstained'] and not refused['cached'] and refused['answer'] == rag.not_found_answer
+    scoped = client.post('/ask', json={'question': 'What is the API rate limit?',
+                                       'scope': {'sourceId': 'troubleshooting.pdf'}}, headers=headers).json()
+    assert all(d['metadata']['source_id'] == 'troubleshooting.pdf' for d in scoped['docs'])
+    assert client.post('/ask', json={'question': 'x'}).status_code == 401
+    assert client.post('/ask', json={'question': ''}, headers=headers).status_code == 422
+    assert client.post('/ask', json={'question': 'x', 'scope': {'sourceRef': 'a/'}}, headers=headers).status_code == 422
