@@ -206,7 +206,7 @@ class RAG:
         self._nlp_engine._rag = self
         self._context = None
         self.cache: Optional[SemanticCache] = cache if isinstance(cache, SemanticCache) else _cache(s['answer_cache'])
-        self._cache_stage = CacheStage(cache) if cache is not None else None
+        self._cache_stage = CacheStage(self.cache) if self.cache is not None else None
         self._writes = 0  # the corpus version of a store without version(): this process's writes
         self.ingestor.on_change.append(self._count_write)
 

@@ -506,5 +506,10 @@ def test_the_demo_bot_has_the_cache_on_and_the_library_off(corpus_store_dir, tmp
     assert (type(rag.cache.backend).__name__ if rag.cache is not None else None) == backend
 
 
-def test_the_library_has_no_cache_by_default(make_rag):
-    assert make_rag().cache is None
+def test_the_library_has_no_cache_by_default(make_rag, caplog):
+    rag = make_rag()
+    assert rag.cache is None
+    with caplog.at_level('DEBUG', logger='rag_plugin'):
+        answer = rag.run(message=TRASH)
+    assert '30 days' in answer.answer and not answer.cached
+    assert not [r for r in caplog.records if 'cache' in r.getMessage().lower()]  # no cache stage runs at all
