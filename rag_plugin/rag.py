@@ -23,9 +23,8 @@ from rag_plugin.generate.resilient import Generation, ResilientGenerator
 from rag_plugin.guard import CorpusSignals, GuardDecision, RelevanceGuard, WordSimilarity
 from rag_plugin.history import ConversationHistory
 from rag_plugin.ingest import IngestReport, Ingestor, ledger_for
-from rag_plugin.ingest.loaders import PDF_EXTENSIONS
+from rag_plugin.ingest.loaders import PDF_EXTENSIONS, file_digest
 from rag_plugin.ingest.uploads import decode_upload
-from rag_plugin.ingest.loaders import file_digest
 from rag_plugin.inputs import check_filter, check_question, cut_question
 from rag_plugin.message import RAGMessage
 from rag_plugin.query_memo import RecentQueries
@@ -154,7 +153,7 @@ class RAG:
             rewrite_queries: bool = UNSET,
             max_history_turns: int = UNSET,
             max_question_chars: int = UNSET,
-            cache: Optional[SemanticCache] = UNSET,
+            cache: Optional[SemanticCache | str] = UNSET,
     ):
         if bot is None or not hasattr(bot, 'nlp_engine'):
             raise ValueError('RAG needs the bot it belongs to (or rag_plugin.standalone.StandaloneBot() outside a bot)')
