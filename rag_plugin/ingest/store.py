@@ -104,25 +104,38 @@ class WriteLock:
             raise self._busy(time.monotonic() - started)
         try:
             outermost = self._shared.depth == 0
-            if outermost and self._file_lock is not None:
-                from filelock import Timeout
-                left = -1.0 if self.timeout < 0 else max(0.0, self.timeout - (time.monotonic() - started))
-                try:
-                    self._file_lock.acquire(timeout=left)
-                except Timeout:
-                    raise self._busy(time.monotonic() - started) from None
-                self._write_holder()
-            self._shared.depth += 1
+            if outermost:
+                self._acquire_across_processes(started)
             try:
-                if outermost and on_acquired is not None:
-                    on_acquired()
-                yield
+                self._shared.depth += 1
+                try:
+                    if outermost and on_acquired is not None:
+                        on_acquired()
+                    yield
+                finally:
+                    self._shared.depth -= 1
             finally:
-                self._shared.depth -= 1
-                if outermost and self._file_lock is not None:
-                    self._file_lock.release()
+                if outermost:
+                    self._release_across_processes()
         finally:
             self._thread_lock.release()
+
+    def _acquire_across_processes(self, started: float) -> None:
+        """Take the lock other processes see (here the lock file, when there is one) once this thread holds the
+        process's lock; raise :meth:`_busy` when another writer keeps it past :attr:`timeout` since ``started``."""
+        if self._file_lock is None:
+            return
+        from filelock import Timeout
+        left = -1.0 if self.timeout < 0 else max(0.0, self.timeout - (time.monotonic() - started))
+        try:
+            self._file_lock.acquire(timeout=left)
+        except Timeout:
+            raise self._busy(time.monotonic() - started) from None
+        self._write_holder()
+
+    def _release_across_processes(self) -> None:
+        if self._file_lock is not None:
+            self._file_lock.release()
 
     def _write_holder(self) -> None:
         try:

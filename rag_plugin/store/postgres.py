@@ -42,6 +42,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
+from rag_plugin.ingest.store import StoreBusy, WriteLock
 from rag_plugin.store.base import DenseHit
 
 logger = logging.getLogger(__name__)
@@ -606,80 +607,51 @@ def _like_prefix(prefix: str) -> str:
     return prefix.replace('\\', '\\\\').replace('%', '\\%').replace('_', '\\_') + '%'
 
 
-class AdvisoryWriteLock:
-    """One ingestion at a time per collection, across threads, processes and hosts: a thread lock in the process and
-    a PostgreSQL session advisory lock on a connection of its own, held for the whole ingestion (the server releases
-    it if the process dies).
+class AdvisoryWriteLock(WriteLock):
+    """One ingestion at a time per collection, across threads, processes and hosts: :class:`WriteLock`'s thread lock
+    in the process and, in place of its lock file, a PostgreSQL session advisory lock on a connection of its own, held
+    for the whole ingestion (the server releases it if the process dies).
 
     Args:
         store (PostgresStore): the store
         timeout (float): seconds to wait for another writer (0: fail at once; negative: wait forever)
 
     Attributes:
+        store (PostgresStore): the store
         path (None): no lock file
         timeout (float): seconds to wait for another writer
     """
 
-    _locks: dict[tuple[str, str], threading.RLock] = {}
-    _depths: dict[tuple[str, str], int] = {}
-    _registry_lock = threading.Lock()
-
     def __init__(self, store: PostgresStore, timeout: float):
+        super().__init__(f'postgres:{store.dsn}:{store.collection}', None, timeout)
         self.store = store
-        self.path = None
-        self.timeout: float = timeout
-        self._key = (store.dsn, store.collection)
-        with AdvisoryWriteLock._registry_lock:
-            self._thread_lock = AdvisoryWriteLock._locks.setdefault(self._key, threading.RLock())
-            AdvisoryWriteLock._depths.setdefault(self._key, 0)
         self._conn = None
 
-    @property
-    def held_here(self) -> bool:
-        """Whether a thread of this process holds the lock."""
-        return AdvisoryWriteLock._depths[self._key] > 0
-
     def _busy(self, waited: float) -> Exception:
-        from rag_plugin.ingest.store import StoreBusy
         return StoreBusy(f'another ingestion is writing to collection {self.store.collection!r}; waited '
                          f'{waited:.0f} s (PostgreSQL advisory lock). Try again when it has finished, or wait longer '
                          f'(RAG_PLUGIN_WRITE_LOCK_TIMEOUT, ingest --wait).')
 
-    @contextmanager
-    def hold(self, on_acquired: Optional[Callable[[], None]] = None) -> Iterator[None]:
-        """Hold the lock for a block; ``on_acquired`` runs once the lock is taken (not on re-entry).
-
-        Raises:
-            StoreBusy: another writer held the lock for longer than :attr:`timeout`
-        """
+    def _acquire_across_processes(self, started: float) -> None:
         psycopg, _ = _psycopg()
-        started = time.monotonic()
-        if not self._thread_lock.acquire(timeout=self.timeout if self.timeout >= 0 else -1):
-            raise self._busy(time.monotonic() - started)
-        conn = None
+        self.store._ensure_schema()
+        conn = psycopg.connect(self.store.dsn, autocommit=True, connect_timeout=max(1, int(self.store._timeout)))
+        key = f'rag_plugin:write:{self.store.collection}'
         try:
-            outermost = AdvisoryWriteLock._depths[self._key] == 0
-            if outermost:
-                self.store._ensure_schema()
-                conn = psycopg.connect(self.store.dsn, autocommit=True, connect_timeout=max(1, int(
-                    self.store._timeout)))
-                key = f'rag_plugin:write:{self.store.collection}'
-                while not conn.execute('SELECT pg_try_advisory_lock(hashtext(%s))', (key,)).fetchone()[0]:
-                    waited = time.monotonic() - started
-                    if 0 <= self.timeout <= waited:
-                        raise self._busy(waited)
-                    time.sleep(0.05)
-            AdvisoryWriteLock._depths[self._key] += 1
-            try:
-                if outermost and on_acquired is not None:
-                    on_acquired()
-                yield
-            finally:
-                AdvisoryWriteLock._depths[self._key] -= 1
-        finally:
-            if conn is not None:
-                conn.close()  # ends the session: the advisory lock is released
-            self._thread_lock.release()
+            while not conn.execute('SELECT pg_try_advisory_lock(hashtext(%s))', (key,)).fetchone()[0]:
+                waited = time.monotonic() - started
+                if 0 <= self.timeout <= waited:
+                    raise self._busy(waited)
+                time.sleep(0.05)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+
+    def _release_across_processes(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()  # ends the session: the advisory lock is released
 
 
 def postgres_store(dsn: str, collection: str = 'rag_plugin', embeddings: Optional[Embeddings] = None,
