@@ -171,10 +171,6 @@ def default_vector_store(persist_directory: Optional[str] = UNSET, embeddings: O
     )
 
 
-DATABASE_URL_ENV = 'RAG_PLUGIN_DATABASE_URL'
-"""str: the environment variable that selects the PostgreSQL store (a connection string)."""
-
-
 def database_url(bot=None) -> Optional[str]:
     """The PostgreSQL connection string of env ``RAG_PLUGIN_DATABASE_URL``, else the bot's ``rag.database_url``
     (None when neither is set)."""

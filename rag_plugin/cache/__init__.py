@@ -9,11 +9,12 @@ from rag_plugin.cache.backends import CacheBackend, CacheEntry, CacheUnavailable
 from rag_plugin.cache.semantic import (DEFAULT_EXTRA_THRESHOLD, DEFAULT_MAX_ENTRIES, DEFAULT_THRESHOLD, DEFAULT_TTL,
                                        CacheHit, SemanticCache)
 from rag_plugin.cache.terms import corpus_names, disagreement, extra_words, question_terms
+from rag_plugin.settings import RAG_ANSWER_CACHE
 
 import os as _os
 from typing import Optional as _Optional
 
-CACHE_ENV = 'RAG_PLUGIN_ANSWER_CACHE'
+CACHE_ENV = RAG_ANSWER_CACHE.env
 """str: env variable choosing the answer cache of the CLI and the demo bot: ``memory``, a ``redis://`` URL, or
 ``off``."""
 
