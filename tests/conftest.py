@@ -177,3 +177,55 @@ def simple_rag_states(bot, platform, rag_factory: Callable[[Any], Any],
     answer.set_body(answer_body)
     answer.when_no_intent_matched_go_to(answer)
     return rag
+
+
+# ---- the test process ends when the tests end ------------------------------------------------------------------------
+LINGER_GRACE_S = 30.0
+"""float: how long the last test's leftover threads get to finish before they are reported."""
+
+_lingering: list = []
+
+
+def _leftover_threads() -> list:
+    return [t for t in threading.enumerate()
+            if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """After the last test, no thread may keep the test process alive: BBF's websocket server runs every connection
+    (and its monitoring-DB writes) in a non-daemon thread, so a connection handler still blocked when its bot was
+    stopped would hold the interpreter at exit forever, after every test passed. Such threads get
+    ``LINGER_GRACE_S`` to finish; any left are printed with their stacks, fail the run when the plugin's or a test's
+    code is on their stack, and the process then ends with the run's status (see ``pytest_unconfigure``)."""
+    import sys
+    import traceback
+    deadline = time.monotonic() + LINGER_GRACE_S
+    for thread in _leftover_threads():
+        thread.join(max(0.0, deadline - time.monotonic()))
+    left = _leftover_threads()
+    if not left:
+        return
+    frames = sys._current_frames()
+    ours = False
+    report = [f'{len(left)} non-daemon thread(s) still running {LINGER_GRACE_S:.0f} s after the last test:']
+    for thread in left:
+        stack = traceback.format_stack(frames[thread.ident]) if thread.ident in frames else []
+        ours = ours or any(str(ROOT / 'rag_plugin') in line or str(ROOT / 'tests') in line for line in stack)
+        report.append(f'--- {thread.name} ---\n' + ''.join(stack).rstrip())
+    if ours:
+        report.append('the plugin or a test left a thread running: the run fails')
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    sys.stderr.write('\n'.join(report) + '\n')
+    _lingering.append(session)
+
+
+def pytest_unconfigure(config):
+    """End the process with the run's status when leftover threads (reported above) would keep it alive; and if
+    anything at interpreter exit (atexit handlers) hangs for two minutes, print every thread's stack and fail."""
+    import faulthandler
+    import sys
+    if _lingering:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(int(_lingering[0].exitstatus))
+    faulthandler.dump_traceback_later(120, exit=True, file=sys.stderr)
