@@ -793,6 +793,7 @@ def run_replicas(args: argparse.Namespace) -> dict[str, Any]:
     seconds each); during it, one replica ingests :data:`INGEST_DOC` (a chat upload) and the other is asked about it
     before and right after; then the traces are checked for leaks and the store for lost chunks."""
     conversations = load_conversations(args.conversations)
+    warm_questions = load_questions(args.qa)
     doc = repo_path(INGEST_DOC)
     pdfs = str(repo_path(args.pdfs))
     out: dict[str, Any] = {'scenario': 'replicas', 'replicas': args.replicas, 'sessions': args.sessions,
@@ -814,6 +815,22 @@ def run_replicas(args: argparse.Namespace) -> dict[str, Any]:
                 print(f'demo bot: start {len(bots) + 1} of {args.replicas} on the ingested store ...', flush=True)
                 bots.append(BotProcess('rag', workdir, pdfs, bot_max).start(args.start_timeout))
             uris = [bot.uri for bot in bots]
+            warm = [SessionLog(f'warm-up#{i + 1}', i) for i in range(len(uris))]
+            if not args.no_warm_up:
+                # as in the load phases: each bot answers every question of --qa once (its caches fill) before the
+                # timed conversations; the cold first reply is reported apart
+                print(f'warm-up: one session per bot asks the {len(warm_questions)} questions of {args.qa} ...',
+                      flush=True)
+                warm_started = time.monotonic()
+
+                async def warm_up() -> None:
+                    await asyncio.gather(*(conversation(uris[log.replica], log, warm_questions, time.monotonic(), 0.0,
+                                                        args.reply_timeout, time.monotonic() + args.max_seconds / 3)
+                                           for log in warm))
+
+                asyncio.run(warm_up())
+                out['warm_up_s'] = time.monotonic() - warm_started
+                out['cold_reply_s'] = [log.turns[0].get('latency') for log in warm if log.turns]
             before = store_counts(dsn, source=doc.name)
             out['load_average_load_start'] = os.getloadavg()[0]
             logs = [SessionLog(f"{conversations[i % len(conversations)]['id']}#{i // len(conversations) + 1}",
@@ -856,11 +873,11 @@ def run_replicas(args: argparse.Namespace) -> dict[str, Any]:
             return 'before'
         return 'after' if when > ingest.get('ingest_done', float('inf')) else None
 
-    leak = check_leaks(traces, logs + probes, epoch)
+    leak = check_leaks(traces, warm + logs + probes, epoch)
     turns = [t for log in logs for t in log.turns]
     latencies = [t['latency'] for t in turns if 'latency' in t]
     errors: dict[str, int] = {}
-    for t in turns + [t for p in probes for t in p.turns]:
+    for t in turns + [t for p in probes + warm for t in p.turns]:
         if t.get('error'):
             errors[t['error']] = errors.get(t['error'], 0) + 1
     if ingest.get('ingest_error'):
@@ -879,7 +896,10 @@ def run_replicas(args: argparse.Namespace) -> dict[str, Any]:
         and INGEST_ANSWER in str(after_turn.get('answer')),
         'store_before': before, 'store_after': after, 'load_average_end': os.getloadavg()[0],
         'wall_s': time.monotonic() - started,
-        'session_logs': [vars(log) for log in logs + probes],
+        'session_logs': [vars(log) for log in logs + probes + warm],
+        'p95_by_turn_s': [percentile([log.turns[n]['latency'] for log in logs
+                                      if len(log.turns) > n and 'latency' in log.turns[n]], 95)
+                          for n in range(len(conversations[0]['turns']))],
     })
     new = after.get('source_chunks', 0)
     out['no_chunk_lost'] = (new > 0 and after['chunks'] == before['chunks'] + new and before.get('source_chunks') == 0
@@ -909,6 +929,10 @@ def replica_summary(out: dict[str, Any]) -> str:
         row(f"reply latency p50 / p95 (every {out['interval_s']:g} s)", f"{sec(out['p50_s'])} / {sec(p95)}",
             f'p95 < {TARGET_P95_S:g} s', p95 is not None and p95 < TARGET_P95_S, True),
         row('  slowest reply', sec(out['max_s'])),
+        row('  p95 by turn', ' / '.join('n/a' if v is None else f'{v:.2f}' for v in out['p95_by_turn_s'])),
+        row('warm-up before the load (per bot: --qa once)',
+            'none (cold start)' if out.get('warm_up_s') is None else
+            f"{out['warm_up_s']:.1f} s; first reply " + ' / '.join(sec(v) for v in out['cold_reply_s'])),
         row('errors', str(errors), '0', errors == 0, True),
         row('traced sessions linked to their own chat', f"{leak['linked']} of {leak['traced_sessions']}"),
         row('  turns checked (follow-ups)', f"{leak['turns']} ({leak['followups']})"),
@@ -964,6 +988,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                              'checked for leaks across sessions')
     parser.add_argument('--conversations', default=DEFAULT_CONVERSATIONS,
                         help='replica scenario: conversations (JSONL with "id" and "turns")')
+    parser.add_argument('--no-warm-up', action='store_true',
+                        help='replica scenario: time the conversations on cold bots (no warm-up with --qa)')
     parser.add_argument('--ingest-after', type=float, default=12.5,
                         help='replica scenario: seconds into the load when replica 1 ingests a document')
     parser.add_argument('--json', help='also write the numbers to this file')
