@@ -586,8 +586,8 @@ def check_leaks(traces: dict[int, list[dict]], sessions: list[SessionLog],
     1. **Linking.** Each traced session (one BBF session id in one replica's trace) must be exactly one chat session
        of that replica: the same questions and the same answers, turn by turn. A question of another session in its
        history, an answer computed in one session and delivered in another, or a traced answer that is not what the
-       user received breaks the link. Chat sessions with identical turns are interchangeable. A chat session missing
-       from the trace cannot be checked and counts as a problem too.
+       user received breaks the link. Chat sessions with identical turns are interchangeable. A chat session that
+       sent messages but is missing from the trace cannot be checked and counts as a problem too.
     2. **Rewritten follow-ups.** Every word of a turn's searched query (the trace's ``query``, the standalone
        rewrite of a follow-up) must come from the turn's own message or from that session's earlier turns (questions
        and answers). A word from anywhere else leaked in; the report names the sessions whose turns hold it. (Strict
@@ -607,7 +607,7 @@ def check_leaks(traces: dict[int, list[dict]], sessions: list[SessionLog],
     """
     leaks: list[str] = []
     linked: list[tuple[SessionLog, list[dict]]] = []
-    unlinked = [s for s in sessions]
+    unlinked = [s for s in sessions if s.turns]  # a session that sent nothing has nothing to check
     traced = 0
     for replica, records in sorted(traces.items()):
         for session_id, turns in trace_sessions(records).items():

@@ -124,7 +124,7 @@ def test_leak_checker_catches_turns_and_answers_that_crossed_sessions():
                          [SessionLog('trash#1', 0, wrong), SessionLog('cache#1', 0, cache)])
     assert report['linked'] == 1 and len(report['leaks']) == 2, report
     # a session nobody traced cannot be checked: that is reported too
-    report = check_leaks({0: traced('b', cache_trace)}, sessions)
+    report = check_leaks({0: traced('b', cache_trace)}, sessions + [SessionLog('idle', 0)])  # idle: sent nothing
     assert report['leaks'] == ['trash#1 (replica 0): its turns are not in the trace']
 
 
