@@ -897,6 +897,8 @@ def run_replicas(args: argparse.Namespace) -> dict[str, Any]:
         'store_before': before, 'store_after': after, 'load_average_end': os.getloadavg()[0],
         'wall_s': time.monotonic() - started,
         'session_logs': [vars(log) for log in logs + probes + warm],
+        # where a reply's time went, by the bots' own trace (first turns apart: they meet the coldest caches)
+        'stage_p95_ms': stage_percentiles([r for rs in traces.values() for r in rs], {t['question'] for t in turns}),
         'p95_by_turn_s': [percentile([log.turns[n]['latency'] for log in logs
                                       if len(log.turns) > n and 'latency' in log.turns[n]], 95)
                           for n in range(len(conversations[0]['turns']))],
@@ -906,6 +908,16 @@ def run_replicas(args: argparse.Namespace) -> dict[str, Any]:
                             and after.get('source_ledger') == [new] and out['ingest']['reported_chunks'] == new
                             and ledger_ok(before) and ledger_ok(after))
     return out
+
+
+def stage_percentiles(records: list[dict], questions: set[str], q: float = 95) -> dict[str, dict[str, float]]:
+    """The ``q``-th percentile of each traced stage (``latency_ms``), for the records of ``questions``."""
+    stages: dict[str, list[float]] = {}
+    for record in records:
+        if record.get('question') in questions:
+            for stage, ms in (record.get('latency_ms') or {}).items():
+                stages.setdefault(stage, []).append(ms)
+    return {stage: round(percentile(values, q), 1) for stage, values in stages.items()}
 
 
 def replica_summary(out: dict[str, Any]) -> str:
@@ -952,7 +964,9 @@ def replica_summary(out: dict[str, Any]) -> str:
              f"{out.get('load_average_load_start', 0):.2f} when the load began, "
              f"{out.get('load_average_load_end', 0):.2f} when it ended")
     table = format_table(title, ['measured', 'target', 'met'], rows, label_width=50, col_width=26)
-    notes = [f"other replica's question right after the ingestion: {sec(out.get('probe_after_s'))}, "
+    notes = ['p95 by stage in the bots (trace, ms): '
+             + ', '.join(f'{k} {v:g}' for k, v in out.get('stage_p95_ms', {}).items()),
+             f"other replica's question right after the ingestion: {sec(out.get('probe_after_s'))}, "
              f"{out['probe_after'].get('answer', '')!r:.120}"]
     if out['errors']:
         notes.append('errors: ' + ', '.join(f'{k}: {v}' for k, v in out['errors'].items()))
