@@ -854,6 +854,7 @@ def run_replicas(args: argparse.Namespace) -> dict[str, Any]:
                     upload(uris[0], doc, begin + args.ingest_after, args.reply_timeout, done, ingest),
                     probe(uris[-1], probes[1], INGEST_QUESTION, args.reply_timeout, done, timings))
 
+            load_began = time.time()
             asyncio.run(scenario())
             out['load_average_load_end'] = os.getloadavg()[0]
             after = store_counts(dsn, source=doc.name)
@@ -897,8 +898,10 @@ def run_replicas(args: argparse.Namespace) -> dict[str, Any]:
         'store_before': before, 'store_after': after, 'load_average_end': os.getloadavg()[0],
         'wall_s': time.monotonic() - started,
         'session_logs': [vars(log) for log in logs + probes + warm],
-        # where a reply's time went, by the bots' own trace (first turns apart: they meet the coldest caches)
-        'stage_p95_ms': stage_percentiles([r for rs in traces.values() for r in rs], {t['question'] for t in turns}),
+        # where a reply's time went, by the bots' own trace (the conversations' records, not the warm-up's)
+        'stage_p95_ms': stage_percentiles([r for rs in traces.values() for r in rs
+                                           if datetime.fromisoformat(r['time']).timestamp() >= load_began],
+                                          {t['question'] for t in turns}),
         'p95_by_turn_s': [percentile([log.turns[n]['latency'] for log in logs
                                       if len(log.turns) > n and 'latency' in log.turns[n]], 95)
                           for n in range(len(conversations[0]['turns']))],
@@ -911,7 +914,7 @@ def run_replicas(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def stage_percentiles(records: list[dict], questions: set[str], q: float = 95) -> dict[str, dict[str, float]]:
-    """The ``q``-th percentile of each traced stage (``latency_ms``), for the records of ``questions``."""
+    """The ``q``-th percentile of each traced stage (``latency_ms``) over the records of ``questions``."""
     stages: dict[str, list[float]] = {}
     for record in records:
         if record.get('question') in questions:
