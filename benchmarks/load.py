@@ -5,6 +5,7 @@ Usage::
     python benchmarks/load.py                  # full run (about 5 minutes on 2 cores)
     python benchmarks/load.py --quick          # smoke run (about 1 minute): few sessions, few questions
     python benchmarks/load.py --replicas 2     # two bot processes on one store, sessions spread over them
+    python benchmarks/load.py --scenario replicas   # two bots on one PostgreSQL store: conversations, an ingestion
 
 Starts ``bots/rag_bot.py`` (websocket platform without its UI, the offline extractive answerer, trace on, a fresh
 store of ``data/pdfs`` in a temporary folder) in a subprocess on a free 127.0.0.1 port, and chat sessions that speak
@@ -26,6 +27,15 @@ An error is a reply that does not come within ``--reply-timeout``, a closed conn
 than the one asked (sessions mixed up), or the store-unavailable answer. Everything is bounded: sessions, questions,
 ``--max-seconds`` for the whole run; the bots stop with the run (and by themselves if it dies: they watch their
 standard input). Prints one table with the targets; ``--json`` also writes the numbers.
+
+``--scenario replicas`` (issue 16): ``--replicas`` (at least 2) demo bots on one PostgreSQL store (a private
+``pgserver`` unless ``RAG_PLUGIN_DATABASE_URL`` is set); after a warm-up (``--qa`` once per bot; ``--no-warm-up``
+skips it), ``--sessions`` sessions spread over the bots play the conversations of ``--conversations`` (follow-ups
+on their own earlier turns), a message every ``--interval`` seconds (5); ``--ingest-after`` seconds in, one bot
+ingests :data:`INGEST_DOC` as a chat upload and another is asked about it. Then :func:`check_leaks` reads the
+bots' traces for turns, rewritten follow-ups or answers that crossed sessions, and the database is checked for lost
+chunks. Targets: 0 errors, 0 leaks, p95 reply < 1.5 s, the ingestion visible to the other bot's next question, no
+chunk lost.
 
 Targets on a 2-core machine: >= 10 replies/s sustained; p95 < 1.5 s with 20 sessions each sending every 2 s; 0
 errors; the plugin's own memory (demo bot RSS minus the same BBF bot without it) <= 400 MB idle, and flat after
