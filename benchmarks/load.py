@@ -5,6 +5,7 @@ Usage::
     python benchmarks/load.py                  # full run (about 5 minutes on 2 cores)
     python benchmarks/load.py --quick          # smoke run (about 1 minute): few sessions, few questions
     python benchmarks/load.py --replicas 2     # two bot processes on one store, sessions spread over them
+    python benchmarks/load.py --scenario replicas   # two bots on one PostgreSQL store: conversations, an ingestion
 
 Starts ``bots/rag_bot.py`` (websocket platform without its UI, the offline extractive answerer, trace on, a fresh
 store of ``data/pdfs`` in a temporary folder) in a subprocess on a free 127.0.0.1 port, and chat sessions that speak
@@ -27,6 +28,15 @@ than the one asked (sessions mixed up), or the store-unavailable answer. Everyth
 ``--max-seconds`` for the whole run; the bots stop with the run (and by themselves if it dies: they watch their
 standard input). Prints one table with the targets; ``--json`` also writes the numbers.
 
+``--scenario replicas`` (issue 16): ``--replicas`` (at least 2) demo bots on one PostgreSQL store (a private
+``pgserver`` unless ``RAG_PLUGIN_DATABASE_URL`` is set); after a warm-up (``--qa`` once per bot; ``--no-warm-up``
+skips it), ``--sessions`` sessions spread over the bots play the conversations of ``--conversations`` (follow-ups
+on their own earlier turns), a message every ``--interval`` seconds (5); ``--ingest-after`` seconds in, one bot
+ingests :data:`INGEST_DOC` as a chat upload and another is asked about it. Then :func:`check_leaks` reads the
+bots' traces for turns, rewritten follow-ups or answers that crossed sessions, and the database is checked for lost
+chunks. Targets: 0 errors, 0 leaks, p95 reply < 1.5 s, the ingestion visible to the other bot's next question, no
+chunk lost.
+
 Targets on a 2-core machine: >= 10 replies/s sustained; p95 < 1.5 s with 20 sessions each sending every 2 s; 0
 errors; the plugin's own memory (demo bot RSS minus the same BBF bot without it) <= 400 MB idle, and flat after
 1,000 questions (growth over the second half of the questions <= ``--flat-mb``).
@@ -34,10 +44,12 @@ errors; the plugin's own memory (demo bot RSS minus the same BBF bot without it)
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import json
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -46,6 +58,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -539,6 +552,441 @@ def summary(out: dict[str, Any], flat_mb: float) -> str:
     return table + '\n' + '\n'.join(notes)
 
 
+# ---- the replica scenario (--scenario replicas) ---------------------------------------------------------------------
+DEFAULT_CONVERSATIONS = 'data/eval/replica_conversations.jsonl'
+INGEST_DOC = 'data/eval/replica_ingest.md'
+INGEST_QUESTION = 'How long does the Lumenpad battery last?'
+INGEST_ANSWER = '19 hours'
+_WORD = re.compile(r'[a-z0-9]+')
+
+
+def words(text: Optional[str]) -> set[str]:
+    """The words of a text, lower-cased (letters and digits; punctuation and hyphens split words)."""
+    return set(_WORD.findall((text or '').lower()))
+
+
+@dataclass
+class SessionLog:
+    """What one chat session asked and received, as its user saw it.
+
+    Attributes:
+        name (str): e.g. ``conv-03#1`` (conversation, copy)
+        replica (int): the index of the bot it talked to
+        turns (list[dict]): per message sent: ``question``, and from the ``bot_reply_rag`` payload ``answer``,
+            ``query``, ``sources`` (file names); ``latency`` (s) or ``error``
+    """
+    name: str
+    replica: int
+    turns: list[dict] = field(default_factory=list)
+
+
+def trace_sessions(records: list[dict]) -> dict[str, list[dict]]:
+    """A replica's trace records grouped by BBF session id, in the order they were written (a session's turns run
+    one after the other, so that is turn order)."""
+    grouped: dict[str, list[dict]] = {}
+    for record in records:
+        grouped.setdefault(str(record.get('session_id')), []).append(record)
+    return grouped
+
+
+def check_leaks(traces: dict[int, list[dict]], sessions: list[SessionLog],
+                epoch: Optional[Callable[[dict], Optional[str]]] = None) -> dict[str, Any]:
+    """Check from the bots' traces that no session's turns, rewritten follow-ups or answers leaked into another.
+
+    1. **Linking.** Each traced session (one BBF session id in one replica's trace) must be exactly one chat session
+       of that replica: the same questions and the same answers, turn by turn. A question of another session in its
+       history, an answer computed in one session and delivered in another, or a traced answer that is not what the
+       user received breaks the link. Chat sessions with identical turns are interchangeable. A chat session that
+       sent messages but is missing from the trace cannot be checked and counts as a problem too.
+    2. **Rewritten follow-ups.** Every word of a turn's searched query (the trace's ``query``, the standalone
+       rewrite of a follow-up) must come from the turn's own message or from that session's earlier turns (questions
+       and answers). A word from anywhere else leaked in; the report names the sessions whose turns hold it. (Strict
+       for the offline rewriter, which only copies words; an LLM rewriter may add words of its own.)
+    3. **Same question, same answer.** Every traced turn that searched the same query must have got the same answer,
+       in every session and replica, within one state of the store (``epoch(record)``: a label, or None to leave a
+       record out, e.g. one written while an ingestion ran).
+
+    Args:
+        traces (dict[int, list[dict]]): each replica's trace records (:func:`rag_plugin.trace.read_trace`)
+        sessions (list[SessionLog]): what every chat session sent and received
+        epoch (Callable): the store state a record was answered in (None: one state)
+
+    Returns:
+        dict: ``traced_sessions``, ``linked``, ``turns``, ``followups`` (turns checked after the first),
+        ``leaks`` (one line per problem found; empty when none)
+    """
+    leaks: list[str] = []
+    linked: list[tuple[SessionLog, list[dict]]] = []
+    unlinked = [s for s in sessions if s.turns]  # a session that sent nothing has nothing to check
+    traced = 0
+    for replica, records in sorted(traces.items()):
+        for session_id, turns in trace_sessions(records).items():
+            traced += 1
+            key = [(t.get('question'), t.get('answer')) for t in turns]
+            match = next((s for s in unlinked if s.replica == replica
+                          and [(t['question'], t.get('answer')) for t in s.turns] == key), None)
+            if match is not None:
+                unlinked.remove(match)
+                linked.append((match, turns))
+                continue
+            # say which of this replica's sessions it resembles, and where it differs
+            near = next((s for s in sessions if s.replica == replica and s.turns
+                         and s.turns[0]['question'] == key[0][0]), None)
+            detail = ''
+            if near is not None:
+                mine = [(t['question'], t.get('answer')) for t in near.turns]
+                i = next((i for i, (a, b) in enumerate(zip(key, mine)) if a != b), min(len(key), len(mine)))
+                got = key[i] if i < len(key) else ('(none)', '')
+                sent = mine[i] if i < len(mine) else ('(none)', '')
+                detail = (f'; like {near.name} until turn {i + 1}: traced {got[0]!r} -> {str(got[1])[:60]!r}, '
+                          f'the user asked {sent[0]!r} and got {str(sent[1])[:60]!r}')
+            leaks.append(f'replica {replica} session {session_id[:8]}: its {len(turns)} traced turns are no chat '
+                         f'session\'s own turns{detail}')
+    for s in unlinked:
+        leaks.append(f'{s.name} (replica {s.replica}): its turns are not in the trace')
+
+    owners: dict[str, set[str]] = {}
+    for s in sessions:
+        for t in s.turns:
+            for w in words(t['question']) | words(t.get('answer')):
+                owners.setdefault(w, set()).add(s.name)
+    followups = turns_checked = 0
+    for s, turns in linked:
+        allowed: set[str] = set()
+        for i, record in enumerate(turns):
+            turns_checked += 1
+            followups += i > 0
+            own = allowed | words(record.get('question'))
+            foreign = words(record.get('query')) - own
+            if foreign:
+                sources = sorted({o for w in foreign for o in owners.get(w, ()) if o != s.name})
+                leaks.append(f'{s.name} turn {i + 1}: searched {record.get("query")!r}; not from its own turns: '
+                             f'{", ".join(sorted(foreign))}' + (f' (in {", ".join(sources[:3])})' if sources else ''))
+            allowed = own | words(record.get('answer'))
+
+    answers: dict[tuple, dict[str, str]] = {}
+    for s, turns in linked:
+        for i, record in enumerate(turns):
+            label = epoch(record) if epoch else ''
+            if label is None:
+                continue
+            seen = answers.setdefault((label, record.get('query')), {})
+            seen.setdefault(str(record.get('answer')), f'{s.name} turn {i + 1}')
+    for (label, query), seen in answers.items():
+        if len(seen) > 1:
+            leaks.append(f'searched {query!r}: {len(seen)} different answers ({", ".join(seen.values())})')
+    return {'traced_sessions': traced, 'linked': len(linked), 'turns': turns_checked, 'followups': followups,
+            'leaks': leaks}
+
+
+def load_conversations(path: str) -> list[dict]:
+    with open(repo_path(path), encoding='utf-8') as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+async def ask(ws: Any, question: str, reply_timeout: float) -> dict:
+    """Send one chat message and wait for its ``bot_reply_rag``: the turn as :class:`SessionLog` keeps it."""
+    sent = time.monotonic()
+    await ws.send(json.dumps({'action': 'user_message', 'message': question}))
+    turn: dict[str, Any] = {'question': question}
+    try:
+        while True:
+            left = sent + reply_timeout - time.monotonic()
+            payload = json.loads(await asyncio.wait_for(ws.recv(), max(left, 0.001)))
+            outcome = rag_reply(payload, question)
+            if outcome is None:
+                continue
+            message = payload['message']
+            turn.update(answer=message.get('answer'), query=message.get('query'),
+                        sources=[s.get('source') for s in message.get('sources') or []])
+            if outcome:
+                turn['error'] = outcome
+            else:
+                turn['latency'] = time.monotonic() - sent
+            return turn
+    except asyncio.TimeoutError:
+        turn['error'] = f'no reply within {reply_timeout:g} s'
+        return turn
+
+
+async def conversation(uri: str, log: SessionLog, questions: list[str], start: float, interval: float,
+                       reply_timeout: float, deadline: float) -> None:
+    """One user on one replica: connect, then send the conversation's turns every ``interval`` seconds from
+    ``start`` (monotonic), each after the previous reply."""
+    from websockets.client import connect
+    from websockets.exceptions import ConnectionClosed
+    try:
+        async with connect(uri, open_timeout=reply_timeout, ping_interval=None, max_size=None) as ws:
+            await asyncio.wait_for(ws.recv(), reply_timeout)  # the greeting
+            for n, question in enumerate(questions):
+                await asyncio.sleep(max(0.0, start + n * interval - time.monotonic()))
+                if time.monotonic() >= deadline:
+                    break
+                log.turns.append(await ask(ws, question, reply_timeout))
+    except (ConnectionClosed, OSError, asyncio.TimeoutError) as e:
+        log.turns.append({'question': None, 'error': f'connection: {type(e).__name__}'})
+
+
+async def upload(uri: str, path: Path, at: float, reply_timeout: float, done: asyncio.Event, out: dict) -> None:
+    """The ingesting replica: at ``at`` (monotonic), a chat session uploads ``path`` (BBF's ``user_file``, which
+    the demo bot hands to ``rag.add_file``) and waits for the bot's report; then sets ``done``."""
+    from websockets.client import connect
+    try:
+        async with connect(uri, open_timeout=reply_timeout, ping_interval=None, max_size=None) as ws:
+            await asyncio.wait_for(ws.recv(), reply_timeout)
+            await asyncio.sleep(max(0.0, at - time.monotonic()))
+            out['ingest_started'] = time.time()
+            sent = time.monotonic()
+            file_json = json.dumps({'name': path.name, 'type': 'text/markdown',
+                                    'base64': base64.b64encode(path.read_bytes()).decode()})
+            await ws.send(json.dumps({'action': 'user_file', 'message': file_json}))
+            while True:
+                payload = json.loads(await asyncio.wait_for(ws.recv(), reply_timeout))
+                if payload.get('action') == 'bot_reply_str':
+                    out['ingest_reply'] = payload.get('message')
+                    out['ingest_s'] = time.monotonic() - sent
+                    break
+    except Exception as e:  # noqa: BLE001 - reported in the table
+        out['ingest_error'] = f'{type(e).__name__}: {e}'
+    finally:
+        out['ingest_done'] = time.time()
+        done.set()
+
+
+async def probe(uri: str, log: SessionLog, question: str, reply_timeout: float, after: Optional[asyncio.Event],
+                out: dict) -> None:
+    """The other replica: a fresh session asks ``question`` at once, or as soon as ``after`` is set (the
+    ingestion's reply came)."""
+    from websockets.client import connect
+    try:
+        async with connect(uri, open_timeout=reply_timeout, ping_interval=None, max_size=None) as ws:
+            await asyncio.wait_for(ws.recv(), reply_timeout)
+            if after is not None:
+                await after.wait()
+            started = time.monotonic()
+            log.turns.append(await ask(ws, question, reply_timeout))
+            out[f'{log.name}_s'] = time.monotonic() - started
+    except Exception as e:  # noqa: BLE001 - reported in the table
+        log.turns.append({'question': question, 'error': f'connection: {type(e).__name__}'})
+
+
+def store_counts(dsn: str, collection: str = 'rag_plugin', source: Optional[str] = None) -> dict[str, Any]:
+    """What the PostgreSQL store holds, read directly: chunks (rows, and the collection's own count), the ledger's
+    finished and pending rows and their chunk total, and for ``source`` its chunks and ledger rows."""
+    import psycopg
+    c, f = f'rag_{collection}_chunks', f'rag_{collection}_files'
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        out = {
+            'chunks': conn.execute(f'SELECT count(*) FROM {c}').fetchone()[0],
+            'collection_count': conn.execute('SELECT n_chunks FROM rag_collections WHERE name = %s',
+                                             (collection,)).fetchone()[0],
+            'ledger_chunks': conn.execute(f"SELECT coalesce(sum(n_chunks), 0) FROM {f} WHERE status = 'ok'")
+            .fetchone()[0],
+            'ledger_pending': conn.execute(f"SELECT count(*) FROM {f} WHERE status <> 'ok'").fetchone()[0],
+        }
+        if source:
+            out['source_chunks'] = conn.execute(f"SELECT count(*) FROM {c} WHERE metadata->>'source' = %s",
+                                                (source,)).fetchone()[0]
+            out['source_ledger'] = [row[0] for row in conn.execute(
+                f"SELECT n_chunks FROM {f} WHERE status = 'ok' AND source_id LIKE %s", ('%' + source,))]
+    return {k: (int(v) if isinstance(v, (int, float)) else v) for k, v in out.items()}
+
+
+def ledger_ok(counts: dict[str, Any]) -> bool:
+    """Every chunk row is counted by the collection and by a finished ledger row, and no write is pending."""
+    return counts['chunks'] == counts['collection_count'] == counts['ledger_chunks'] and not counts['ledger_pending']
+
+
+def run_replicas(args: argparse.Namespace) -> dict[str, Any]:
+    """Issue 16's replica scenario: ``--replicas`` demo bots on one PostgreSQL store; every conversation of
+    ``--conversations`` played by ``--sessions`` sessions spread over the replicas (a message every ``--interval``
+    seconds each); during it, one replica ingests :data:`INGEST_DOC` (a chat upload) and the other is asked about it
+    before and right after; then the traces are checked for leaks and the store for lost chunks."""
+    conversations = load_conversations(args.conversations)
+    warm_questions = load_questions(args.qa)
+    doc = repo_path(INGEST_DOC)
+    pdfs = str(repo_path(args.pdfs))
+    out: dict[str, Any] = {'scenario': 'replicas', 'replicas': args.replicas, 'sessions': args.sessions,
+                           'interval_s': args.interval, 'load_average_start': os.getloadavg()[0]}
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix='rag_load_') as workdir, contextlib.ExitStack() as stack:
+        dsn = os.environ.get('RAG_PLUGIN_DATABASE_URL')
+        if not dsn:
+            import pgserver  # a private PostgreSQL with pgvector; the bots inherit its URL
+            server = pgserver.get_server(os.path.join(workdir, 'pg'), cleanup_mode='stop')
+            stack.callback(server.cleanup)
+            dsn = os.environ['RAG_PLUGIN_DATABASE_URL'] = server.get_uri()
+        bot_max = args.max_seconds + 60
+        print('demo bot: first start (ingests the documents) ...', flush=True)
+        BotProcess('rag', workdir, pdfs, bot_max).ingest(args.start_timeout * 3)
+        bots: list[BotProcess] = []
+        try:
+            for _ in range(args.replicas):
+                print(f'demo bot: start {len(bots) + 1} of {args.replicas} on the ingested store ...', flush=True)
+                bots.append(BotProcess('rag', workdir, pdfs, bot_max).start(args.start_timeout))
+            uris = [bot.uri for bot in bots]
+            warm = [SessionLog(f'warm-up#{i + 1}', i) for i in range(len(uris))]
+            if not args.no_warm_up:
+                # as in the load phases: each bot answers every question of --qa once (its caches fill) before the
+                # timed conversations; the cold first reply is reported apart
+                print(f'warm-up: one session per bot asks the {len(warm_questions)} questions of {args.qa} ...',
+                      flush=True)
+                warm_started = time.monotonic()
+
+                async def warm_up() -> None:
+                    await asyncio.gather(*(conversation(uris[log.replica], log, warm_questions, time.monotonic(), 0.0,
+                                                        args.reply_timeout, time.monotonic() + args.max_seconds / 3)
+                                           for log in warm))
+
+                asyncio.run(warm_up())
+                out['warm_up_s'] = time.monotonic() - warm_started
+                out['cold_reply_s'] = [log.turns[0].get('latency') for log in warm if log.turns]
+            before = store_counts(dsn, source=doc.name)
+            out['load_average_load_start'] = os.getloadavg()[0]
+            logs = [SessionLog(f"{conversations[i % len(conversations)]['id']}#{i // len(conversations) + 1}",
+                               i % len(uris)) for i in range(args.sessions)]
+            probes = [SessionLog('probe-before', len(uris) - 1), SessionLog('probe-after', len(uris) - 1)]
+            ingest: dict[str, Any] = {}
+            timings: dict[str, float] = {}
+            print(f'replicas: {args.sessions} sessions over {len(uris)} bots, a message every {args.interval:g} s, '
+                  f'{len(conversations[0]["turns"])} turns each; replica 1 ingests {doc.name} after '
+                  f'{args.ingest_after:g} s ...', flush=True)
+
+            async def scenario() -> None:
+                begin = time.monotonic() + 1.0  # every session connected first
+                deadline = min(started + args.max_seconds - 10, begin + args.interval * 10 + 60)
+                done = asyncio.Event()
+                await asyncio.gather(
+                    *(conversation(uris[log.replica], log, conversations[i % len(conversations)]['turns'],
+                                   begin + args.interval * i / args.sessions, args.interval, args.reply_timeout,
+                                   deadline) for i, log in enumerate(logs)),
+                    probe(uris[-1], probes[0], INGEST_QUESTION, args.reply_timeout, None, timings),
+                    upload(uris[0], doc, begin + args.ingest_after, args.reply_timeout, done, ingest),
+                    probe(uris[-1], probes[1], INGEST_QUESTION, args.reply_timeout, done, timings))
+
+            load_began = time.time()
+            asyncio.run(scenario())
+            out['load_average_load_end'] = os.getloadavg()[0]
+            after = store_counts(dsn, source=doc.name)
+            time.sleep(0.5)  # the last trace lines are written after the replies
+        finally:
+            for bot in bots:
+                bot.stop()
+        from rag_plugin.trace import read_trace
+        traces = {}
+        for i, bot in enumerate(bots):
+            path = os.path.join(workdir, f'trace-{bot.port}.jsonl')
+            traces[i] = read_trace(path, last=10 ** 6) if os.path.exists(path) else []
+
+    def epoch(record: dict) -> Optional[str]:
+        when = datetime.fromisoformat(record['time']).timestamp()
+        if when < ingest.get('ingest_started', float('inf')):
+            return 'before'
+        return 'after' if when > ingest.get('ingest_done', float('inf')) else None
+
+    leak = check_leaks(traces, warm + logs + probes, epoch)
+    turns = [t for log in logs for t in log.turns]
+    latencies = [t['latency'] for t in turns if 'latency' in t]
+    errors: dict[str, int] = {}
+    for t in turns + [t for p in probes + warm for t in p.turns]:
+        if t.get('error'):
+            errors[t['error']] = errors.get(t['error'], 0) + 1
+    if ingest.get('ingest_error'):
+        errors['ingestion: ' + ingest['ingest_error']] = 1
+    before_turn = probes[0].turns[0] if probes[0].turns else {}
+    after_turn = probes[1].turns[0] if probes[1].turns else {}
+    added = re.search(r'Added \S+: (\d+) chunk', ingest.get('ingest_reply') or '')
+    out.update({
+        'conversations': len(conversations), 'turns_per_session': len(conversations[0]['turns']),
+        'replies': len(latencies), 'messages': len(turns), 'p50_s': percentile(latencies, 50),
+        'p95_s': percentile(latencies, 95), 'max_s': max(latencies) if latencies else None, 'errors': errors,
+        'leak_check': leak, 'ingest': {**ingest, 'reported_chunks': int(added.group(1)) if added else None},
+        'probe_before': before_turn, 'probe_after': after_turn, 'probe_after_s': timings.get('probe-after_s'),
+        'visible_before': doc.name in (before_turn.get('sources') or []),
+        'visible_after': doc.name in (after_turn.get('sources') or [])
+        and INGEST_ANSWER in str(after_turn.get('answer')),
+        'store_before': before, 'store_after': after, 'load_average_end': os.getloadavg()[0],
+        'wall_s': time.monotonic() - started,
+        'session_logs': [vars(log) for log in logs + probes + warm],
+        # where a reply's time went, by the bots' own trace (the conversations' records, not the warm-up's)
+        'stage_p95_ms': stage_percentiles([r for rs in traces.values() for r in rs
+                                           if datetime.fromisoformat(r['time']).timestamp() >= load_began],
+                                          {t['question'] for t in turns}),
+        'p95_by_turn_s': [percentile([log.turns[n]['latency'] for log in logs
+                                      if len(log.turns) > n and 'latency' in log.turns[n]], 95)
+                          for n in range(len(conversations[0]['turns']))],
+    })
+    new = after.get('source_chunks', 0)
+    out['no_chunk_lost'] = (new > 0 and after['chunks'] == before['chunks'] + new and before.get('source_chunks') == 0
+                            and after.get('source_ledger') == [new] and out['ingest']['reported_chunks'] == new
+                            and ledger_ok(before) and ledger_ok(after))
+    return out
+
+
+def stage_percentiles(records: list[dict], questions: set[str], q: float = 95) -> dict[str, dict[str, float]]:
+    """The ``q``-th percentile of each traced stage (``latency_ms``) over the records of ``questions``."""
+    stages: dict[str, list[float]] = {}
+    for record in records:
+        if record.get('question') in questions:
+            for stage, ms in (record.get('latency_ms') or {}).items():
+                stages.setdefault(stage, []).append(ms)
+    return {stage: round(percentile(values, q), 1) for stage, values in stages.items()}
+
+
+def replica_summary(out: dict[str, Any]) -> str:
+    """The replica scenario's table: measured values beside the targets."""
+    def ok(passed: Optional[bool]) -> str:
+        return 'n/a' if passed is None else ('met' if passed else 'NOT MET')
+
+    def row(label: str, measured: str, target: str = '', met: Optional[bool] = None, shown: bool = False) -> tuple:
+        return label, [measured, target, ok(met) if shown else ''], 'str'
+
+    def sec(value: Optional[float]) -> str:
+        return 'n/a' if value is None else f'{value:.2f} s'
+
+    leak, before, after = out['leak_check'], out['store_before'], out['store_after']
+    errors = sum(out['errors'].values())
+    p95 = out['p95_s']
+    new = after.get('source_chunks', 0)
+    rows = [
+        row('sessions / conversations / replicas', f"{out['sessions']} / {out['conversations']} / {out['replicas']}"),
+        row(f"replies / messages ({out['turns_per_session']} per session)", f"{out['replies']} / {out['messages']}"),
+        row(f"reply latency p50 / p95 (every {out['interval_s']:g} s)", f"{sec(out['p50_s'])} / {sec(p95)}",
+            f'p95 < {TARGET_P95_S:g} s', p95 is not None and p95 < TARGET_P95_S, True),
+        row('  slowest reply', sec(out['max_s'])),
+        row('  p95 by turn', ' / '.join('n/a' if v is None else f'{v:.2f}' for v in out['p95_by_turn_s'])),
+        row('warm-up before the load (per bot: --qa once)',
+            'none (cold start)' if out.get('warm_up_s') is None else
+            f"{out['warm_up_s']:.1f} s; first reply " + ' / '.join(sec(v) for v in out['cold_reply_s'])),
+        row('errors', str(errors), '0', errors == 0, True),
+        row('traced sessions linked to their own chat', f"{leak['linked']} of {leak['traced_sessions']}"),
+        row('  turns checked (follow-ups)', f"{leak['turns']} ({leak['followups']})"),
+        row('  leaks across sessions', str(len(leak['leaks'])), '0',
+            not leak['leaks'] and leak['linked'] == leak['traced_sessions'] > 0, True),
+        row('ingestion in replica 1 (chat upload)',
+            f"{out['ingest'].get('reported_chunks')} chunks, {sec(out['ingest'].get('ingest_s'))}"),
+        row('  other replica before / right after it',
+            f"{'answered from it' if out['visible_before'] else 'not from it'} / "
+            f"{'answered from it' if out['visible_after'] else 'NOT from it'}", 'visible',
+            out['visible_after'] and not out['visible_before'], True),
+        row('  chunks before + new = after (ledger agrees)', f"{before['chunks']} + {new} = {after['chunks']}",
+            'no chunk lost', out['no_chunk_lost'], True),
+    ]
+    title = (f"Replicas: {out['replicas']} demo bots (extractive answerer, trace on) on one PostgreSQL store, "
+             f"loopback websocket;\nload average {out['load_average_start']:.2f} at the start, "
+             f"{out.get('load_average_load_start', 0):.2f} when the load began, "
+             f"{out.get('load_average_load_end', 0):.2f} when it ended")
+    table = format_table(title, ['measured', 'target', 'met'], rows, label_width=50, col_width=26)
+    notes = ['p95 by stage in the bots (trace, ms): '
+             + ', '.join(f'{k} {v:g}' for k, v in out.get('stage_p95_ms', {}).items()),
+             f"other replica's question right after the ingestion: {sec(out.get('probe_after_s'))}, "
+             f"{out['probe_after'].get('answer', '')!r:.120}"]
+    if out['errors']:
+        notes.append('errors: ' + ', '.join(f'{k}: {v}' for k, v in out['errors'].items()))
+    notes += ['leak: ' + line for line in leak['leaks'][:20]]
+    return table + '\n' + '\n'.join(notes)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--quick', action='store_true',
@@ -547,7 +995,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument('--seconds', type=float, default=60.0, help='least duration of the sustained phase')
     parser.add_argument('--questions', type=int, default=1000, help='replies in all before memory is measured')
     parser.add_argument('--paced-sessions', type=int, default=20, help='sessions of the paced phase')
-    parser.add_argument('--interval', type=float, default=2.0, help='seconds between two messages of a paced session')
+    parser.add_argument('--interval', type=float,
+                        help='seconds between two messages of a paced session (2; 5 in the replica scenario)')
     parser.add_argument('--paced-seconds', type=float, default=30.0, help='duration of the paced phase')
     parser.add_argument('--replicas', type=int, default=1, help='demo bot processes on one store')
     parser.add_argument('--postgres', action='store_true',
@@ -560,6 +1009,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument('--no-baseline', action='store_true', help='skip the bot without the plugin')
     parser.add_argument('--qa', default=DEFAULT_QA, help='questions (JSONL with "question")')
     parser.add_argument('--pdfs', default=DEFAULT_PDFS, help='the documents of the demo bot')
+    parser.add_argument('--scenario', choices=['load', 'replicas'], default='load',
+                        help='load: the phases above; replicas: conversations with follow-ups on --replicas bots '
+                             '(at least 2) sharing one PostgreSQL store, an ingestion during the load, the traces '
+                             'checked for leaks across sessions')
+    parser.add_argument('--conversations', default=DEFAULT_CONVERSATIONS,
+                        help='replica scenario: conversations (JSONL with "id" and "turns")')
+    parser.add_argument('--no-warm-up', action='store_true',
+                        help='replica scenario: time the conversations on cold bots (no warm-up with --qa)')
+    parser.add_argument('--ingest-after', type=float, default=12.5,
+                        help='replica scenario: seconds into the load when replica 1 ingests a document')
     parser.add_argument('--json', help='also write the numbers to this file')
     parser.add_argument('--serve', choices=['rag', 'bare'], help=argparse.SUPPRESS)
     parser.add_argument('--port', type=int, help=argparse.SUPPRESS)
@@ -568,6 +1027,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.serve:
         return serve(args.serve, args.port, args.workdir, args.pdfs, args.ingest_only, args.max_seconds)
+    if args.scenario == 'replicas':
+        args.replicas = max(2, args.replicas)
+        args.interval = 5.0 if args.interval is None else args.interval
+        if args.quick:
+            args.sessions, args.interval, args.ingest_after = 10, 2.0, 4.0
+        out = run_replicas(args)
+        print(replica_summary(out))
+        if args.json:
+            Path(args.json).write_text(json.dumps(out, indent=2, default=str))
+        return 0
+    args.interval = 2.0 if args.interval is None else args.interval
     if args.quick:
         args.sessions, args.seconds, args.questions = 5, 10.0, 100
         args.paced_sessions, args.paced_seconds = 4, 6.0
