@@ -108,6 +108,13 @@ def _export_graph(transformer: Any, path: Path) -> None:
         os.replace(target, path)
 
 
+def default_threads() -> int:
+    """Intra-op threads of the embedding session: env ``RAG_PLUGIN_ONNX_THREADS``, else the number of cores
+    (measured with ``benchmarks/onnx_threads.py``, see README "Ingestion benchmark")."""
+    value = os.environ.get('RAG_PLUGIN_ONNX_THREADS', '').strip()
+    return int(value) if value.isdigit() and int(value) > 0 else (os.cpu_count() or 1)
+
+
 class OnnxEncoder:
     """Encodes texts like ``SentenceTransformer.encode(..., normalize_embeddings=True)``, with ONNX Runtime only.
 
@@ -118,13 +125,16 @@ class OnnxEncoder:
         tokenizer (str): the model's ``tokenizers`` JSON file
         settings (dict): ``max_seq_length``, ``do_lower_case``, ``pad_id``, ``pad_token``, ``pooling`` (``mean`` or
             ``cls``), ``normalize`` and ``dimension``
+        threads (int): ONNX Runtime's intra-op threads (default :func:`default_threads`)
+        spinning (bool): let idle intra-op threads spin (ONNX Runtime's default; off here, see :func:`default_threads`)
 
     Attributes:
         path (Path): the ONNX graph
         settings (dict): the tokenization and pooling settings
     """
 
-    def __init__(self, graph: str, tokenizer: str, settings: dict):
+    def __init__(self, graph: str, tokenizer: str, settings: dict, threads: Optional[int] = None,
+                 spinning: bool = False):
         import onnxruntime
         from tokenizers import Tokenizer
         if settings.get('pooling') not in _POOLING:
@@ -136,6 +146,10 @@ class OnnxEncoder:
         options = onnxruntime.SessionOptions()
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
+        # ONNX Runtime's intra-op threads spin while waiting for work by default: on a busy machine they burn the
+        # cores other processes (and our own parsing workers) need. Off, it is as fast on a quiet machine.
+        options.add_session_config_entry('session.intra_op.allow_spinning', '1' if spinning else '0')
+        options.intra_op_num_threads = default_threads() if threads is None else threads
         self._session = onnxruntime.InferenceSession(str(graph), options, providers=['CPUExecutionProvider'])
         self._inputs = [i.name for i in self._session.get_inputs()]
         self.path: Path = Path(graph)
