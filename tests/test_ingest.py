@@ -853,3 +853,98 @@ def test_embedding_header_names_the_file_and_a_real_title_only():
     assert header(source='2023 Q3 MSFT.pdf', title='Form 10-Q for Microsoft Corp', section='Item 2') == \
         ['2023 Q3 MSFT', 'Form 10-Q for Microsoft Corp', 'Item 2']
     assert header(source='Benefit_Options.pdf', title='Benefit_Options', section='Benefit Options') == ['Benefit Options']
+
+
+# ---- 9. the settings the ledger knows ----------------------------------------------------------------------------------
+class _Renamed:
+    """The same embeddings under another model name or variant (same dimension: Chroma would accept the vectors)."""
+
+    def __init__(self, inner, model_name: str, variant: str = 'float32'):
+        self.inner, self.model_name, self.variant = inner, model_name, variant
+
+    def embed_documents(self, texts):
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text):
+        return self.inner.embed_query(text)
+
+
+def _rag_with(store_dir: Path, embeddings, splitter=None):
+    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
+    bot = StandaloneBot()
+    ExtractiveLLM(bot)
+    return RAG(bot, default_vector_store(str(store_dir), embeddings), splitter or default_splitter(), 'extractive')
+
+
+def test_a_changed_splitter_splits_and_embeds_the_files_again_without_orphans(tmp_path, new_rag):
+    from rag_plugin import default_splitter
+    docs = tmp_path / 'docs'
+    fx._write(docs / 'troubleshooting.pdf', (PDFS / 'troubleshooting.pdf').read_bytes())
+    fx.make_text(docs / 'notes.md', '# Notes\n\n' + fx.long_text('notes', 5))
+    rag = new_rag()
+    first = rag.ingest(str(docs))
+    assert {f.status for f in first.files} == {'added'}
+    store_dir = tmp_path / 'store'
+
+    smaller = _rag_with(store_dir, rag.vector_store.embeddings, default_splitter(chunk_size=400, chunk_overlap=40))
+    report = smaller.ingest(str(docs))
+    assert {f.source_id: f.status for f in report.files} == {'troubleshooting.pdf': 'updated', 'notes.md': 'updated'}
+    assert report.chunks_added > first.chunks_added
+    assert_store_matches_ledger(smaller)
+    for row in smaller.ingestor.ledger.all():
+        assert row.n_chunks == len(expected_chunks(smaller, docs / row.source_id, row.source_id))
+        assert all(len(c['_text']) <= 400 for c in store_chunks(smaller, source_id=row.source_id).values())
+    assert smaller.ingest(str(docs)).chunks_added == 0
+
+    # Back to the larger chunks: fewer chunks per file, and the ids beyond them are gone (the same document ids).
+    again = _rag_with(store_dir, rag.vector_store.embeddings)
+    assert {f.status for f in again.ingest(str(docs)).files} == {'updated'}
+    assert_store_matches_ledger(again)
+    assert len(store_ids(again)) == first.chunks_added
+
+
+def test_another_embedding_model_or_variant_is_refused_with_what_changed_and_nothing_is_touched(tmp_path, new_rag):
+    from rag_plugin.ingest import SettingsChanged
+    docs = tmp_path / 'docs'
+    fx.make_text(docs / 'notes.md', '# Notes\n\n' + fx.long_text('notes', 3))
+    rag = new_rag()
+    rag.ingest(str(docs))
+    before = store_ids(rag)
+    fx.make_text(docs / 'more.md', '# More\n\n' + fx.long_text('more', 2))
+    for other, words in ((_Renamed(rag.vector_store.embeddings, 'intfloat/e5-small-v2'), 'intfloat/e5-small-v2'),
+                         (_Renamed(rag.vector_store.embeddings, 'sentence-transformers/all-MiniLM-L6-v2', 'int8'),
+                          'int8')):
+        refused = _rag_with(tmp_path / 'store', other)
+        with pytest.raises(SettingsChanged) as error:
+            refused.ingest(str(docs))
+        message = str(error.value)
+        assert 'all-MiniLM-L6-v2' in message and words in message and 'rebuild' in message
+        with pytest.raises(SettingsChanged):
+            refused.add_text('A text for the store.', {'source_id': 'faq.txt'})
+        assert store_ids(refused) == before
+    # The same model (the bundled weights are recorded by their hub name) is accepted.
+    assert {f.status for f in new_rag().ingest(str(docs)).files} == {'unchanged', 'added'}
+
+
+def test_a_store_from_before_the_settings_were_recorded_is_adopted(tmp_path, new_rag):
+    import sqlite3
+
+    from rag_plugin.ingest import SettingsChanged
+    docs = tmp_path / 'docs'
+    fx.make_text(docs / 'notes.md', '# Notes\n\n' + fx.long_text('notes', 3))
+    rag = new_rag()
+    rag.ingest(str(docs))
+    ledger_path = rag.ingestor.ledger.path
+    rag.ingestor.ledger.close()
+    with sqlite3.connect(ledger_path) as db:  # the ledger as an older rag_plugin left it
+        db.execute('DROP TABLE settings')
+        db.execute('ALTER TABLE files DROP COLUMN chunking')
+
+    adopted = _rag_with(tmp_path / 'store', _Renamed(rag.vector_store.embeddings, 'my-fine-tuned-minilm'))
+    report = adopted.ingest(str(docs))
+    assert {f.status for f in report.files} == {'unchanged'} and report.chunks_added == 0
+    recorded = adopted.ingestor.ledger.setting('embedding')
+    assert 'my-fine-tuned-minilm' in recorded
+    assert all(r.chunking for r in adopted.ingestor.ledger.all())
+    with pytest.raises(SettingsChanged):  # from now on the store knows its model
+        _rag_with(tmp_path / 'store', rag.vector_store.embeddings).ingest(str(docs))

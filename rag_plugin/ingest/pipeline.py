@@ -22,6 +22,7 @@ from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 from langchain_text_splitters import TextSplitter
 
+from rag_plugin.ingest import fingerprint as settings_of
 from rag_plugin.ingest.check import StoreCheck, StoreRepair, check_store
 from rag_plugin.ingest.ledger import FileRecord, Ledger, chunk_ids
 from rag_plugin.ingest.loaders import SUPPORTED_EXTENSIONS, LoadedFile, SkipFile, file_digest, load_file
@@ -193,6 +194,7 @@ class _Run:
     tags: list
     extra: Optional[dict]
     in_run: set
+    chunking: Optional[str] = None  # fingerprint of the chunking settings of this run
     claimed: dict = field(default_factory=dict)  # document_id -> source_id, within this run
     deferred: list = field(default_factory=list)  # duplicates of a file of this run, decided once it is read
     pending: dict = field(default_factory=dict)  # source_id -> _Pending
@@ -307,6 +309,49 @@ class Ingestor:
             chunk.metadata['chunk_id'] = chunk_id
         return chunks
 
+    # ---- settings ---------------------------------------------------------------------------------------------------
+    def store_settings(self) -> dict:
+        """What the store's chunks and vectors depend on now: ``chunking`` (splitter parameters, header format) and
+        ``embedding`` (model, variant); see :mod:`rag_plugin.ingest.fingerprint`."""
+        store = corpus_store(self.vector_store)
+        contextual = self.contextual and getattr(store, 'embeddings', None) is not None
+        embeddings = getattr(store, 'embeddings', None) or getattr(self.vector_store, 'embeddings', None)
+        return {settings_of.CHUNKING_KEY: settings_of.chunking_settings(self.splitter, contextual),
+                settings_of.EMBEDDING_KEY: settings_of.embedding_settings(embeddings)}
+
+    def _check_settings(self) -> str:
+        """Compare the settings with those the ledger recorded for the store; record them; return the chunking
+        fingerprint. A store without recorded settings (written before they were) is adopted as it is.
+
+        Raises:
+            SettingsChanged: the store holds vectors of another embedding model or variant
+        """
+        current = self.store_settings()
+        embedding = current[settings_of.EMBEDDING_KEY]
+        recorded = settings_of.loads(self.ledger.setting(settings_of.EMBEDDING_KEY))
+        if recorded is not None and recorded != embedding and self.ledger.all():
+            raise settings_of.SettingsChanged(
+                f'the store ({self.ledger.path}) holds vectors of the embedding model {recorded.get("model")} '
+                f'({recorded.get("variant")}); the embeddings given now are {embedding["model"]} '
+                f'({embedding["variant"]}): {settings_of.changes(recorded, embedding)}. Vectors of two models are '
+                f'never mixed in one store: use the embeddings it was built with, or rebuild it (ingest into a new '
+                f'store: another folder, e.g. `python -m rag_plugin ingest FOLDER --store NEW_FOLDER`, or another '
+                f'collection; or delete this store and ingest again)')
+        if recorded != embedding:
+            self.ledger.set_setting(settings_of.EMBEDDING_KEY, settings_of.dumps(embedding))
+        chunking = current[settings_of.CHUNKING_KEY]
+        key = settings_of.fingerprint(chunking)
+        before = settings_of.loads(self.ledger.setting(settings_of.CHUNKING_KEY))
+        if before is None:
+            self.ledger.adopt_chunking(key)
+        elif before != chunking:
+            stale = sum(1 for r in self.ledger.all() if r.chunking != key)
+            logger.warning('[RAG] Chunking settings changed (%s): %d file(s) made with the old ones are split and '
+                           'embedded again as they are ingested', settings_of.changes(before, chunking), stale)
+        if before != chunking:
+            self.ledger.set_setting(settings_of.CHUNKING_KEY, settings_of.dumps(chunking))
+        return key
+
     # ---- crash repair -----------------------------------------------------------------------------------------------
     def _delete(self, ids: list[str]) -> None:
         for start in range(0, len(ids), 5000):
@@ -374,8 +419,13 @@ class Ingestor:
         Returns:
             IngestReport: the per-file outcome and chunk counts
 
+        A file made with other chunking settings (splitter, chunk header) than the store's now is split and embedded
+        again (``updated``).
+
         Raises:
             StoreBusy: another ingestion kept the store busy for longer than the write lock's timeout
+            SettingsChanged: the store holds vectors of another embedding model or variant (the message says what
+                changed and how to rebuild); nothing is changed
         """
         with self.writing():
             return self._ingest(path, sync, tags, progress, extensions)
@@ -392,6 +442,7 @@ class Ingestor:
             files = [f for f in files if f.suffix.lower() in wanted]
         root = str(root_path)
         report = IngestReport()
+        chunking = self._check_settings()  # before anything changes: a store of another model is refused
         report.chunks_removed += self._repair()
         sources = []
         for file_path in files:
@@ -412,7 +463,7 @@ class Ingestor:
                     self.ledger.remove(root, record.source_id)
                     report.chunks_removed += len(ids)
                     report.files.append(FileResult(record.source_id, 'removed', chunks=record.n_chunks))
-        self._ingest_sources(root, sources, report, tags, progress)
+        self._ingest_sources(root, sources, report, tags, progress, chunking)
         report.seconds = time.perf_counter() - started
         for skipped in report.skipped:
             logger.warning('[RAG] Skipped %s: %s', skipped.source_id, skipped.reason)
@@ -429,13 +480,14 @@ class Ingestor:
         with self.writing():
             started = time.perf_counter()
             report = IngestReport()
+            chunking = self._check_settings()
             report.chunks_removed += self._repair()
-            self._ingest_sources(root, [(source_id, data)], report, tags, False, extra)
+            self._ingest_sources(root, [(source_id, data)], report, tags, False, chunking, extra)
             report.seconds = time.perf_counter() - started
             return report
 
     def _ingest_sources(self, root: str, sources: list, report: IngestReport, tags: Iterable[str], progress: bool,
-                        extra: Optional[dict] = None) -> None:
+                        chunking: str, extra: Optional[dict] = None) -> None:
         """Decide, parse, chunk and write the files of a run.
 
         Files are parsed in worker processes (:class:`~rag_plugin.ingest.parsing.ParsePool`) while the chunks of those
@@ -443,7 +495,7 @@ class Ingestor:
         written and ``ok`` once all are in, so a kill at any moment is repaired by the next run.
         """
         from tqdm.auto import tqdm
-        run = _Run(root, report, list(tags), extra, set(source_id for source_id, _ in sources))
+        run = _Run(root, report, list(tags), extra, set(source_id for source_id, _ in sources), chunking)
         files_bar = tqdm(sources, desc='Reading', unit='file', disable=not progress)
         run.bar = tqdm(total=0, desc='Embedding', unit='chunk', disable=not progress)
         self._embedded = {}
@@ -468,7 +520,8 @@ class Ingestor:
                 data = origin if isinstance(origin, bytes) else self._read(origin)
                 document_id = file_digest(data)
                 record = self.ledger.get(run.root, source_id)
-                if record and record.status == 'ok' and record.document_id == document_id:
+                if record and record.status == 'ok' and record.document_id == document_id and \
+                        record.chunking == run.chunking:
                     run.report.files.append(FileResult(source_id, 'unchanged', chunks=record.n_chunks))
                     run.report.chunks_unchanged += record.n_chunks
                     continue
@@ -506,7 +559,7 @@ class Ingestor:
             run.report.files.append(FileResult(job.source_id, 'skipped', reason='no text after splitting'))
             return
         self.ledger.begin(run.root, job.source_id, job.document_id, len(chunks), loaded.title, ingested_at,
-                          job.record)
+                          job.record, run.chunking)
         run.report.files.append(FileResult(job.source_id, 'updated' if job.record else 'added', chunks=len(chunks)))
         run.pending[job.source_id] = _Pending(run.root, job.source_id, len(chunks))
         run.queue.extend(chunks)
@@ -600,6 +653,7 @@ class Ingestor:
         if store is None:
             return None
         with self.writing():
+            self._check_settings()  # never embed chunks with another model than the store's
             self._repair()
             before = check_store(self.vector_store, self.ledger, detail=True)
             orphans = sorted(set(before.orphans) | set(before.index_only))
