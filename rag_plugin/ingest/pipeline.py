@@ -217,7 +217,8 @@ class Ingestor:
         lock_timeout (float): seconds to wait while another thread or process writes to the store before
             :class:`~rag_plugin.ingest.store.StoreBusy` (env ``RAG_PLUGIN_WRITE_LOCK_TIMEOUT``, default 300)
         parse_workers (int): processes that parse files while chunks are embedded (default: one per core but one,
-            1 to 4; ``0`` parses in this process); a run with fewer than three files to parse starts none
+            1 to 4; ``0`` parses in this process); a run with one or two files to parse, or a few small ones,
+            starts none (see :mod:`rag_plugin.ingest.parsing`)
 
     Attributes:
         vector_store (VectorStore): the store
