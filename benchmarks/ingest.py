@@ -398,15 +398,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     import torch
     print(f'Loading and warming up the embedding model (torch threads: {torch.get_num_threads()}) ...', flush=True)
     embeddings = default_embeddings()
-    bbf_embeddings = embeddings if args.same_runtime else SentenceTransformerEmbeddings(backend='torch')
+    # BBF embeds as a BBF bot does: the float model on PyTorch, whatever variant ours uses (RAG_PLUGIN_EMBEDDING_VARIANT)
+    bbf_embeddings = embeddings if args.same_runtime else SentenceTransformerEmbeddings(backend='torch',
+                                                                                        variant='float32')
     warm = ['warm-up sentence number %d about documents and questions.' % i for i in range(32)]
     for side in {id(embeddings): embeddings, id(bbf_embeddings): bbf_embeddings}.values():
         side.embed_documents(warm)
         side.embed_documents(['a longer warm-up paragraph ' * 30] * 8)
     difference = float(np.abs(np.array(embeddings.embed_documents(warm)) -
                               np.array(bbf_embeddings.embed_documents(warm))).max())
-    runtimes = [f'{getattr(e, "backend", type(e).__name__)} (batch {getattr(e, "batch_size", "?")})'
-                for e in (bbf_embeddings, embeddings)]
+    runtimes = [f'{getattr(e, "backend", type(e).__name__)} {getattr(e, "variant", "")} '
+                f'(batch {getattr(e, "batch_size", "?")})' for e in (bbf_embeddings, embeddings)]
     print(f'model: {getattr(embeddings, "model_name", type(embeddings).__name__)}; BBF: {runtimes[0]}, '
           f'rag_plugin: {runtimes[1]}; max vector difference {difference:.1e}', flush=True)
 

@@ -112,8 +112,9 @@ class ParsePool(Generic[T]):
                     self._broken()
             window.append((job, source_id, data, future))
 
-        for item in first:
+        for item in first[1:]:
             submit(item)
+        yield self._take((*first[0], None))  # the first file is parsed here while the workers start
         for item in items:
             while len(window) >= limit:
                 yield self._take(window.popleft())

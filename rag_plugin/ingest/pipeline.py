@@ -570,10 +570,10 @@ class Ingestor:
 
     def _flush(self, run: '_Run', everything: bool = False) -> None:
         """Write queued chunks, longest first, in batches of :attr:`batch_size`: while files are still being parsed
-        only full batches from a queue of at least two (so each batch holds texts of similar length and the
-        embedding model pads little: in file order, batches of 128 wasted about a fifth of the tokens on padding on
-        the Northwind set), at the end all of them."""
-        while run.queue and (everything or len(run.queue) >= 2 * self.batch_size):
+        only full batches, at the end all of them. Each batch holds texts of similar length, so the embedding model
+        pads little (in file order, batches of 128 wasted about a fifth of the tokens on padding on the Northwind
+        set; the encoder also sorts a batch by length into its own smaller batches)."""
+        while run.queue and (everything or len(run.queue) >= self.batch_size):
             run.queue.sort(key=lambda c: -len(c.page_content))
             batch, run.queue = run.queue[:self.batch_size], run.queue[self.batch_size:]
             self.write_batch(batch)
