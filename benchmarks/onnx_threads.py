@@ -25,12 +25,13 @@ setup_env()
 
 def chunk_texts(folder: Path, limit: int) -> list[str]:
     """The embedding texts of the first ``limit`` chunks of a folder's files."""
+    from langchain_core.embeddings import FakeEmbeddings
+    from langchain_core.vectorstores import InMemoryVectorStore
+
     from rag_plugin import default_splitter
     from rag_plugin.ingest.ledger import Ledger
     from rag_plugin.ingest.loaders import file_digest, load_file
     from rag_plugin.ingest.pipeline import Ingestor, embedding_text
-    from langchain_core.vectorstores import InMemoryVectorStore
-    from langchain_core.embeddings import FakeEmbeddings
     ingestor = Ingestor(InMemoryVectorStore(FakeEmbeddings(size=4)), default_splitter(), Ledger())
     texts: list[str] = []
     for path in sorted(folder.iterdir()):
