@@ -14,8 +14,9 @@ The embedding floor is the time rag_plugin's ``embed_documents`` takes on the te
 its title and section above it, see ``Ingestor.contextual``), in batches of 128 (the PyTorch floor of the same texts
 is shown beside it).
 
-Targets (summary line): rag_plugin >= 1.5x BBF's first-ingestion speed (pages/s), first ingestion <= 1.2x the
-embedding floor, re-ingestion <= 3 % of the first, 0 duplicates. With ``--repeat N`` every measurement runs N times
+Targets (summary line): rag_plugin >= 1.5x BBF's first-ingestion speed (pages/s), first ingestion <= 1.1x the
+embedding floor, re-ingestion <= 3 % of the first, 0 duplicates. rag_plugin parses PDFs in worker processes while it
+embeds, so its "PDF parsing" row is the time it waited for a parsed file, not the parsing's CPU time. With ``--repeat N`` every measurement runs N times
 on fresh stores and the median is reported.
 """
 from __future__ import annotations
@@ -40,13 +41,13 @@ DEFAULT_FOLDERS = ['data/pdfs', '../shared/eval/azure_northwind_benefits/pdfs', 
 FLOOR_BATCH = 128
 
 TARGET_SPEEDUP = 1.5
-TARGET_FLOOR_RATIO = 1.2
+TARGET_FLOOR_RATIO = 1.1
 TARGET_REINGEST_PCT = 3.0
 
 # breakdown rows of the first ingestion: (probe name, label)
 BREAKDOWN = [
     ('read', '  read files + content hash'),
-    ('parse', '  PDF parsing (text extraction)'),
+    ('parse', '  PDF parsing (ours: waiting for it)'),
     ('split', '  splitting (+ chunk metadata)'),
     ('embed', '  embedding (inside the store call)'),
     ('upsert', '  Chroma upsert (write)'),
@@ -175,6 +176,7 @@ def run_ours(folder: Path, embeddings) -> dict:
     import rag_plugin.ingest.pipeline as pipeline
     from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
     from rag_plugin.ingest.ledger import Ledger
+    from rag_plugin.ingest.parsing import ParsePool
     from rag_plugin.ingest.pipeline import Ingestor
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix='bench_ours_', ignore_cleanup_errors=True) as tmp:
@@ -183,7 +185,7 @@ def run_ours(folder: Path, embeddings) -> dict:
         ExtractiveLLM(bot)
         rag = RAG(bot, store, default_splitter(), 'extractive')
         reports: list = []
-        targets = [(Ingestor, '_read', 'read'), (pipeline, 'file_digest', 'hash'), (pipeline, 'load_file', 'parse'),
+        targets = [(Ingestor, '_read', 'read'), (pipeline, 'file_digest', 'hash'), (ParsePool, '_take', 'parse'),
                    (Ingestor, 'chunk', 'split'), (Ingestor, 'ingest', 'ingest')]
         targets += [(Ledger, name, 'ledger') for name, member in vars(Ledger).items()  # every ledger query/update
                     if callable(member) and not name.startswith('_') and name != 'close']
@@ -396,15 +398,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     import torch
     print(f'Loading and warming up the embedding model (torch threads: {torch.get_num_threads()}) ...', flush=True)
     embeddings = default_embeddings()
-    bbf_embeddings = embeddings if args.same_runtime else SentenceTransformerEmbeddings(backend='torch')
+    # BBF embeds as a BBF bot does: the float model on PyTorch, whatever variant ours uses (RAG_PLUGIN_EMBEDDING_VARIANT)
+    bbf_embeddings = embeddings if args.same_runtime else SentenceTransformerEmbeddings(backend='torch',
+                                                                                        variant='float32')
     warm = ['warm-up sentence number %d about documents and questions.' % i for i in range(32)]
     for side in {id(embeddings): embeddings, id(bbf_embeddings): bbf_embeddings}.values():
         side.embed_documents(warm)
         side.embed_documents(['a longer warm-up paragraph ' * 30] * 8)
     difference = float(np.abs(np.array(embeddings.embed_documents(warm)) -
                               np.array(bbf_embeddings.embed_documents(warm))).max())
-    runtimes = [f'{getattr(e, "backend", type(e).__name__)} (batch {getattr(e, "batch_size", "?")})'
-                for e in (bbf_embeddings, embeddings)]
+    runtimes = [f'{getattr(e, "backend", type(e).__name__)} {getattr(e, "variant", "")} '
+                f'(batch {getattr(e, "batch_size", "?")})' for e in (bbf_embeddings, embeddings)]
     print(f'model: {getattr(embeddings, "model_name", type(embeddings).__name__)}; BBF: {runtimes[0]}, '
           f'rag_plugin: {runtimes[1]}; max vector difference {difference:.1e}', flush=True)
 

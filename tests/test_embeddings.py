@@ -114,3 +114,27 @@ def test_unknown_backend_and_failed_onnx_are_clear(monkeypatch):
     assert SentenceTransformerEmbeddings().backend == 'torch'  # auto: falls back, the bot keeps working
     with pytest.raises(RuntimeError, match='ONNX backend is not available'):
         SentenceTransformerEmbeddings(backend='onnx')
+
+
+def test_int8_variant_is_an_option_kept_apart_and_recorded_by_the_store(tmp_path, embeddings, torch_model):
+    import rag_plugin.onnx_encoder as onnx_encoder
+    from rag_plugin import default_splitter, default_vector_store
+    from rag_plugin.ingest import Ingestor, ledger_for
+    float_encoder = onnx_encoder.OnnxEncoder.export(torch_model, cache_dir=str(tmp_path))
+    int8 = float_encoder.quantized()
+    assert int8.path.name.endswith('.int8.onnx') and int8.path.exists() and int8.settings['variant'] == 'int8'
+    assert int8.path.stat().st_size < float_encoder.path.stat().st_size / 2  # 8-bit weights
+    assert float_encoder.quantized().path == int8.path  # quantised once, then reused
+    ours, close = float_encoder.encode(TEXTS[:3]), int8.encode(TEXTS[:3])
+    cosines = (ours * close).sum(axis=1)
+    assert (cosines > 0.9).all() and (cosines < 0.99999).any()  # close, not the same vectors
+    assert embeddings.variant == 'float32'
+    with pytest.raises(ValueError, match='int8'):
+        SentenceTransformerEmbeddings(backend='torch', variant='int8')
+    with pytest.raises(ValueError, match='variant'):
+        SentenceTransformerEmbeddings(variant='int4')
+    quantised = SentenceTransformerEmbeddings(variant='int8')
+    store = default_vector_store(str(tmp_path / 'store'), quantised)
+    ingestor = Ingestor(store, default_splitter(), ledger_for(store))
+    assert ingestor.store_settings()['embedding'] == {'model': 'sentence-transformers/all-MiniLM-L6-v2',
+                                                      'variant': 'int8'}

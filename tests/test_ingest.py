@@ -498,7 +498,7 @@ def test_an_ingestion_killed_mid_way_is_repaired_exactly_by_the_next_one(tmp_pat
     # 1. A complete ingestion, in another process (this one opens the store only at the end).
     # 2. Then b_changed.md changes (its new version spans batches) and two new files arrive; the next run is killed
     #    after 2 batches of 8 chunks (written longest first, across files): b_changed.md (more than 16 chunks) is
-    #    half written over its old version; the new files may or may not be complete.
+    #    half written over its old version; the new files may or may not be complete (or even parsed).
     process = IngestionProcess(store_dir, docs, tmp_path / 'work', stop_after=2)
     try:
         process.wait_for('first-done')
@@ -517,7 +517,8 @@ def test_an_ingestion_killed_mid_way_is_repaired_exactly_by_the_next_one(tmp_pat
     ledger.close()
     assert rows['a_new.txt'].status in ('ok', 'pending')
     assert rows['b_changed.md'].status == 'pending' and rows['b_changed.md'].prev_document_id
-    assert rows['z_new.txt'].status in ('ok', 'pending')
+    # files are parsed while others are written: the last one may not be recorded yet (nothing of it is written then)
+    assert 'z_new.txt' not in rows or rows['z_new.txt'].status in ('ok', 'pending')
     old_changed = set(chunk_ids(rows['b_changed.md'].prev_document_id, rows['b_changed.md'].prev_n_chunks))
 
     # 3. Meanwhile a file that the killed run had fully ingested changes again.
@@ -547,6 +548,118 @@ def test_an_ingestion_killed_mid_way_is_repaired_exactly_by_the_next_one(tmp_pat
     assert len(hits) == 3 and all(h.metadata['chunk_id'] in set(store_ids(rag)) for h in hits)
 
     # And one more run changes nothing.
+    again = rag.ingest(str(docs))
+    assert again.chunks_added == 0 and {f.status for f in again.files} == {'unchanged'}
+
+
+KILL_WHILE_PARSING_SCRIPT = textwrap.dedent('''
+    import os, sys, time
+    store_dir, folder, markers = sys.argv[1], sys.argv[2], sys.argv[3]
+
+    def mark(name):
+        with open(os.path.join(markers, name), 'w') as f:
+            f.write(name)
+
+    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
+    import rag_plugin.ingest.parsing as parsing
+    import rag_plugin.ingest.pipeline as pipeline
+    import ingest_fixtures
+    parsing.POOL_MIN_BYTES = 0  # parse these small files in workers all the same
+    bot = StandaloneBot()
+    ExtractiveLLM(bot)
+    rag = RAG(bot, default_vector_store(store_dir), default_splitter(), 'extractive')
+    rag.ingestor.batch_size = 8
+    rag.ingestor.parse_workers = 2
+    print(rag.ingest(folder), flush=True)  # 1. a complete ingestion
+    mark('first-done')
+    deadline = time.monotonic() + 240
+    while not os.path.exists(os.path.join(markers, 'go')):  # the test changes files meanwhile
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    pipeline.load_file = ingest_fixtures.slow_load_file  # a file named *slow* never finishes parsing
+    original = rag.ingestor.write_batch
+    def write_batch(chunks):
+        result = original(chunks)
+        mark('wrote')
+        return result
+    rag.ingestor.write_batch = write_batch
+    print(rag.ingest(folder), flush=True)  # 2. killed while a worker parses
+    mark('not-killed')
+''')
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_an_ingestion_killed_while_workers_parse_is_repaired_and_leaves_no_worker(tmp_path, new_rag):
+    from rag_plugin.ingest import Ledger
+    docs = tmp_path / 'docs'
+    for name in ('sync_and_offline.pdf', 'troubleshooting.pdf'):
+        fx._write(docs / 'pdfs' / name, (PDFS / name).read_bytes())
+    fx.make_text(docs / 'b_changed.md', '# Changing\n\n' + fx.long_text('changing', 6))
+    store_dir = tmp_path / 'store'
+    markers = tmp_path / 'work' / 'markers'
+    markers.mkdir(parents=True)
+    log = tmp_path / 'work' / 'ingest.log'
+    env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'USE_TF': '0', 'ANONYMIZED_TELEMETRY': 'False',
+           'PYTHONPATH': os.pathsep.join([str(ROOT), str(ROOT / 'tests')]), 'RAG_TEST_MARKERS': str(markers)}
+    with open(log, 'w') as out:
+        proc = subprocess.Popen([sys.executable, '-c', KILL_WHILE_PARSING_SCRIPT, str(store_dir), str(docs),
+                                 str(markers)], env=env, cwd=str(ROOT), stdout=out, stderr=subprocess.STDOUT)
+
+    def wait_for(ready, what: str) -> None:
+        deadline = time.monotonic() + 240
+        while not ready():
+            assert proc.poll() is None, f'the ingestion process ended early:\n{log.read_text()[-3000:]}'
+            assert time.monotonic() < deadline, f'no {what}:\n{log.read_text()[-3000:]}'
+            time.sleep(0.05)
+
+    try:
+        wait_for(lambda: (markers / 'first-done').exists(), 'first ingestion')
+        # b_changed.md changes (more than two batches), a file that never finishes parsing and two more arrive
+        fx.make_text(docs / 'a_new.txt', fx.long_text('new file', 6, seed=1))
+        fx.make_text(docs / 'b_changed.md', '# Changing\n\n' + fx.long_text('changed', 26, seed=2))
+        fx.make_text(docs / 'c_slow.txt', fx.long_text('slow file', 4, seed=3))
+        fx.make_text(docs / 'd_new.txt', fx.long_text('last file', 5, seed=5))
+        (markers / 'go').write_text('go')
+        wait_for(lambda: (markers / 'wrote').exists() and list(markers.glob('parsing-*')), 'batch and busy worker')
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    assert not (markers / 'not-killed').exists()
+
+    # The busy worker does not outlive the ingestion it parsed for.
+    workers = [int(p.read_text()) for p in markers.glob('parsing-*')]
+    assert proc.pid not in workers  # parsed in a worker process
+    deadline = time.monotonic() + 20
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in workers), 'a parsing worker is still running'
+
+    ledger = Ledger(str(store_dir / 'rag_plugin_ledger_rag_plugin.sqlite3'))
+    rows = {r.source_id: r for r in ledger.all()}
+    ledger.close()
+    assert rows['b_changed.md'].status == 'pending' and rows['b_changed.md'].prev_document_id
+    assert 'c_slow.txt' not in rows  # never parsed: nothing recorded, nothing written
+
+    rag = new_rag(store_dir)
+    report = rag.ingest(str(docs))
+    status = {f.source_id: f.status for f in report.files}
+    assert status.pop('b_changed.md') == 'updated'
+    assert status.pop('c_slow.txt') == 'added'
+    assert status.pop('a_new.txt') in ('added', 'updated') and status.pop('d_new.txt') in ('added', 'updated')
+    assert set(status.values()) == {'unchanged'} and not report.skipped
+    assert_store_matches_ledger(rag)
+    for row in rag.ingestor.ledger.all():
+        assert row.n_chunks == len(expected_chunks(rag, docs / row.source_id, row.source_id)), row.source_id
+        assert ids_of(rag, row.source_id) == set(row.ids())
     again = rag.ingest(str(docs))
     assert again.chunks_added == 0 and {f.status for f in again.files} == {'unchanged'}
 
@@ -675,6 +788,60 @@ def test_chunks_are_embedded_with_their_title_and_section_and_stored_as_written(
     assert np.abs(np.array(vector) - np.array(plain)).max() > 1e-3
 
 
+def test_parse_pool_gives_files_in_order_with_the_reasons_of_bad_ones_and_no_pool_for_few(monkeypatch):
+    import rag_plugin.ingest.parsing as parsing
+    from rag_plugin.ingest.loaders import SkipFile, load_file
+    items = [(0, 'good.pdf', (PDFS / 'troubleshooting.pdf').read_bytes()), (1, 'broken.pdf', b'%PDF-1.4 not really'),
+             (2, 'note.txt', b'A note about sync.\n'), (3, 'also.pdf', (PDFS / 'getting_started.pdf').read_bytes())]
+    monkeypatch.setattr(parsing, 'POOL_MIN_BYTES', 0)
+    with parsing.ParsePool(load_file, workers=1) as pool:
+        results = list(pool.results(iter(items)))
+        assert pool._executor is not None  # four files: parsed in a worker process
+    assert [job for job, _ in results] == [0, 1, 2, 3]
+    assert isinstance(results[1][1], SkipFile) and str(results[1][1])
+    assert results[0][1].pages and 'sync' in results[2][1].pages[0].page_content
+    assert results[3][1].pages[0].page_content == load_file(Path('also.pdf'), items[3][2]).pages[0].page_content
+    with parsing.ParsePool(load_file, workers=1) as pool:
+        assert [job for job, _ in pool.results(items[:2])] == [0, 1]
+        assert pool._executor is None  # two files: parsed here, no process started
+
+
+def test_identical_chunk_texts_are_embedded_once_per_run_and_share_their_vector(tmp_path, new_rag):
+    import numpy as np
+    from langchain_core.documents import Document
+
+    from rag_plugin.ingest.pipeline import embedding_text
+    docs = tmp_path / 'docs'
+    notice = 'Confidential: for internal use only. Do not forward this document outside the company. ' * 8
+    body = '\n\n'.join(f'{notice}\n\n{fx.long_text(f"part {i}", 1, seed=i)}' for i in range(3))
+    fx.make_text(docs / 'report.txt', body)  # the same notice three times in one file (same header)
+    fx.make_text(docs / 'other.txt', fx.long_text('other', 2))
+    fx.make_text(docs / 'third.txt', fx.long_text('third', 2))
+    rag = new_rag()
+    embeddings = rag.vector_store.embeddings
+    embedded: list[str] = []
+    original = embeddings.embed_documents
+
+    def counting(texts):
+        embedded.extend(texts)
+        return original(texts)
+    embeddings.embed_documents = counting
+    try:
+        report = rag.ingest(str(docs))
+    finally:
+        del embeddings.embed_documents
+    got = rag.vector_store._collection.get(include=['documents', 'metadatas', 'embeddings'])
+    texts = [embedding_text(Document(page_content=d, metadata=m)) for d, m in zip(got['documents'], got['metadatas'])]
+    assert report.chunks_added == len(texts) and len(set(texts)) < len(texts)  # the notice repeats
+    assert sorted(embedded) == sorted(set(texts))  # every distinct text once, no repeat
+    vectors = {}
+    for text, vector in zip(texts, got['embeddings']):
+        vectors.setdefault(text, []).append(np.array(vector))
+    for same in vectors.values():
+        assert all(np.abs(v - same[0]).max() < 1e-6 for v in same)
+    assert_store_matches_ledger(rag)
+
+
 def test_embedding_header_names_the_file_and_a_real_title_only():
     from langchain_core.documents import Document
 
@@ -686,3 +853,98 @@ def test_embedding_header_names_the_file_and_a_real_title_only():
     assert header(source='2023 Q3 MSFT.pdf', title='Form 10-Q for Microsoft Corp', section='Item 2') == \
         ['2023 Q3 MSFT', 'Form 10-Q for Microsoft Corp', 'Item 2']
     assert header(source='Benefit_Options.pdf', title='Benefit_Options', section='Benefit Options') == ['Benefit Options']
+
+
+# ---- 9. the settings the ledger knows ----------------------------------------------------------------------------------
+class _Renamed:
+    """The same embeddings under another model name or variant (same dimension: Chroma would accept the vectors)."""
+
+    def __init__(self, inner, model_name: str, variant: str = 'float32'):
+        self.inner, self.model_name, self.variant = inner, model_name, variant
+
+    def embed_documents(self, texts):
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text):
+        return self.inner.embed_query(text)
+
+
+def _rag_with(store_dir: Path, embeddings, splitter=None):
+    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
+    bot = StandaloneBot()
+    ExtractiveLLM(bot)
+    return RAG(bot, default_vector_store(str(store_dir), embeddings), splitter or default_splitter(), 'extractive')
+
+
+def test_a_changed_splitter_splits_and_embeds_the_files_again_without_orphans(tmp_path, new_rag):
+    from rag_plugin import default_splitter
+    docs = tmp_path / 'docs'
+    fx._write(docs / 'troubleshooting.pdf', (PDFS / 'troubleshooting.pdf').read_bytes())
+    fx.make_text(docs / 'notes.md', '# Notes\n\n' + fx.long_text('notes', 5))
+    rag = new_rag()
+    first = rag.ingest(str(docs))
+    assert {f.status for f in first.files} == {'added'}
+    store_dir = tmp_path / 'store'
+
+    smaller = _rag_with(store_dir, rag.vector_store.embeddings, default_splitter(chunk_size=400, chunk_overlap=40))
+    report = smaller.ingest(str(docs))
+    assert {f.source_id: f.status for f in report.files} == {'troubleshooting.pdf': 'updated', 'notes.md': 'updated'}
+    assert report.chunks_added > first.chunks_added
+    assert_store_matches_ledger(smaller)
+    for row in smaller.ingestor.ledger.all():
+        assert row.n_chunks == len(expected_chunks(smaller, docs / row.source_id, row.source_id))
+        assert all(len(c['_text']) <= 400 for c in store_chunks(smaller, source_id=row.source_id).values())
+    assert smaller.ingest(str(docs)).chunks_added == 0
+
+    # Back to the larger chunks: fewer chunks per file, and the ids beyond them are gone (the same document ids).
+    again = _rag_with(store_dir, rag.vector_store.embeddings)
+    assert {f.status for f in again.ingest(str(docs)).files} == {'updated'}
+    assert_store_matches_ledger(again)
+    assert len(store_ids(again)) == first.chunks_added
+
+
+def test_another_embedding_model_or_variant_is_refused_with_what_changed_and_nothing_is_touched(tmp_path, new_rag):
+    from rag_plugin.ingest import SettingsChanged
+    docs = tmp_path / 'docs'
+    fx.make_text(docs / 'notes.md', '# Notes\n\n' + fx.long_text('notes', 3))
+    rag = new_rag()
+    rag.ingest(str(docs))
+    before = store_ids(rag)
+    fx.make_text(docs / 'more.md', '# More\n\n' + fx.long_text('more', 2))
+    for other, words in ((_Renamed(rag.vector_store.embeddings, 'intfloat/e5-small-v2'), 'intfloat/e5-small-v2'),
+                         (_Renamed(rag.vector_store.embeddings, 'sentence-transformers/all-MiniLM-L6-v2', 'int8'),
+                          'int8')):
+        refused = _rag_with(tmp_path / 'store', other)
+        with pytest.raises(SettingsChanged) as error:
+            refused.ingest(str(docs))
+        message = str(error.value)
+        assert 'all-MiniLM-L6-v2' in message and words in message and 'rebuild' in message
+        with pytest.raises(SettingsChanged):
+            refused.add_text('A text for the store.', {'source_id': 'faq.txt'})
+        assert store_ids(refused) == before
+    # The same model (the bundled weights are recorded by their hub name) is accepted.
+    assert {f.status for f in new_rag().ingest(str(docs)).files} == {'unchanged', 'added'}
+
+
+def test_a_store_from_before_the_settings_were_recorded_is_adopted(tmp_path, new_rag):
+    import sqlite3
+
+    from rag_plugin.ingest import SettingsChanged
+    docs = tmp_path / 'docs'
+    fx.make_text(docs / 'notes.md', '# Notes\n\n' + fx.long_text('notes', 3))
+    rag = new_rag()
+    rag.ingest(str(docs))
+    ledger_path = rag.ingestor.ledger.path
+    rag.ingestor.ledger.close()
+    with sqlite3.connect(ledger_path) as db:  # the ledger as an older rag_plugin left it
+        db.execute('DROP TABLE settings')
+        db.execute('ALTER TABLE files DROP COLUMN chunking')
+
+    adopted = _rag_with(tmp_path / 'store', _Renamed(rag.vector_store.embeddings, 'my-fine-tuned-minilm'))
+    report = adopted.ingest(str(docs))
+    assert {f.status for f in report.files} == {'unchanged'} and report.chunks_added == 0
+    recorded = adopted.ingestor.ledger.setting('embedding')
+    assert 'my-fine-tuned-minilm' in recorded
+    assert all(r.chunking for r in adopted.ingestor.ledger.all())
+    with pytest.raises(SettingsChanged):  # from now on the store knows its model
+        _rag_with(tmp_path / 'store', rag.vector_store.embeddings).ingest(str(docs))

@@ -26,14 +26,27 @@ CREATE TABLE IF NOT EXISTS files (
     prev_document_id TEXT,
     prev_n_chunks INTEGER,
     ingested_at TEXT,
+    chunking TEXT,
     PRIMARY KEY (root, source_id)
 )
 """
+_SETTINGS = 'CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)'
+_COLUMNS = ('root, source_id, document_id, n_chunks, title, status, prev_document_id, prev_n_chunks, ingested_at, '
+            'chunking')
 
 
 def chunk_ids(document_id: str, n_chunks: int) -> list[str]:
     """Return the deterministic chunk ids of a document version: ``<document_id>-<position>``."""
     return [f'{document_id}-{i:05d}' for i in range(n_chunks)]
+
+
+def _previous(previous: Optional['FileRecord']) -> tuple[Optional[str], Optional[int]]:
+    """The version a new one replaces: the row's, or the one an interrupted write was replacing."""
+    if previous is None:
+        return None, None
+    if previous.status == 'pending' and previous.prev_document_id:
+        return previous.prev_document_id, previous.prev_n_chunks
+    return previous.document_id, previous.n_chunks
 
 
 @dataclass
@@ -48,16 +61,19 @@ class FileRecord:
     prev_document_id: Optional[str]
     prev_n_chunks: Optional[int]
     ingested_at: Optional[str]
+    chunking: Optional[str] = None  # fingerprint of the chunking settings the version was made with
 
     def ids(self) -> list[str]:
         """Chunk ids of the version this row names."""
         return chunk_ids(self.document_id, self.n_chunks)
 
     def prev_ids(self) -> list[str]:
-        """Chunk ids of the version being replaced (only while ``pending``)."""
-        if not self.prev_document_id or self.prev_document_id == self.document_id:
+        """Chunk ids of the version being replaced that the new one does not reuse (only while ``pending``): all of
+        them, or for the same content split again (other chunking settings) those beyond the new chunk count."""
+        if not self.prev_document_id:
             return []
-        return chunk_ids(self.prev_document_id, self.prev_n_chunks or 0)
+        ids = chunk_ids(self.prev_document_id, self.prev_n_chunks or 0)
+        return ids[self.n_chunks:] if self.prev_document_id == self.document_id else ids
 
 
 class Ledger:
@@ -74,8 +90,13 @@ class Ledger:
         if path != ':memory:':
             self._db.execute('PRAGMA journal_mode=WAL')
         self._db.execute(_SCHEMA)
+        self._db.execute(_SETTINGS)
+        columns = {row[1] for row in self._db.execute('PRAGMA table_info(files)')}
+        if 'chunking' not in columns:  # a ledger written before the settings were recorded
+            self._db.execute('ALTER TABLE files ADD COLUMN chunking TEXT')
 
     def _rows(self, sql: str, args: tuple = ()) -> Iterator[FileRecord]:
+        sql = sql.replace('SELECT *', f'SELECT {_COLUMNS}')
         with self._lock:
             rows = self._db.execute(sql, args).fetchall()
         for row in rows:
@@ -107,15 +128,13 @@ class Ledger:
         return row is not None
 
     def begin(self, root: str, source_id: str, document_id: str, n_chunks: int, title: str, ingested_at: str,
-              previous: Optional[FileRecord]) -> None:
+              previous: Optional[FileRecord], chunking: Optional[str] = None) -> None:
         """Record the intent to store a new version, before the store is written."""
-        prev_doc, prev_n = (previous.document_id, previous.n_chunks) if previous else (None, None)
-        if previous and previous.status == 'pending' and previous.prev_document_id:
-            prev_doc, prev_n = previous.prev_document_id, previous.prev_n_chunks
+        prev_doc, prev_n = _previous(previous)
         with self._lock:
             self._db.execute(
-                'INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?,?)',
-                (root, source_id, document_id, n_chunks, title, 'pending', prev_doc, prev_n, ingested_at))
+                f'INSERT OR REPLACE INTO files ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)',
+                (root, source_id, document_id, n_chunks, title, 'pending', prev_doc, prev_n, ingested_at, chunking))
 
     def commit(self, root: str, source_id: str) -> None:
         """Mark a version as completely stored and its predecessor as deleted."""
@@ -139,6 +158,22 @@ class Ledger:
         with self._lock:
             self._db.execute('DELETE FROM files WHERE root=? AND source_id=?', (root, source_id))
 
+    def setting(self, key: str) -> Optional[str]:
+        """A store setting recorded before (see :mod:`rag_plugin.ingest.fingerprint`), or None."""
+        with self._lock:
+            row = self._db.execute('SELECT value FROM settings WHERE key=?', (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_setting(self, key: str, value: str) -> None:
+        """Record a store setting."""
+        with self._lock:
+            self._db.execute('INSERT OR REPLACE INTO settings (key, value) VALUES (?,?)', (key, value))
+
+    def adopt_chunking(self, chunking: str) -> int:
+        """Rows written before the chunking was recorded take this one (an old store is adopted); returns how many."""
+        with self._lock:
+            return self._db.execute('UPDATE files SET chunking=? WHERE chunking IS NULL', (chunking,)).rowcount
+
     def close(self) -> None:
         """Close the database."""
         with self._lock:
@@ -161,14 +196,17 @@ class PostgresLedger:
         self.store = store
         self.path: str = f'postgresql:{store.collection}'
         self._table = store.files_table
+        self._settings = store.settings_table
 
     def _rows(self, sql: str, args: tuple = ()) -> list[FileRecord]:
+        sql = sql.replace('SELECT *', f'SELECT {_COLUMNS}')
         with self.store.connection() as conn:
-            return [FileRecord(*row) for row in conn.execute(sql.format(t=self._table), args).fetchall()]
+            return [FileRecord(*row) for row in conn.execute(sql.format(t=self._table, s=self._settings),
+                                                             args).fetchall()]
 
-    def _run(self, sql: str, args: tuple = ()) -> None:
+    def _run(self, sql: str, args: tuple = ()):
         with self.store.connection() as conn:
-            conn.execute(sql.format(t=self._table), args)
+            return conn.execute(sql.format(t=self._table, s=self._settings), args)
 
     def get(self, root: str, source_id: str) -> Optional[FileRecord]:
         """Return the row of a file, if any."""
@@ -195,16 +233,15 @@ class PostgresLedger:
                                (document_id, root, source_id)))
 
     def begin(self, root: str, source_id: str, document_id: str, n_chunks: int, title: str, ingested_at: str,
-              previous: Optional[FileRecord]) -> None:
+              previous: Optional[FileRecord], chunking: Optional[str] = None) -> None:
         """Record the intent to store a new version, before the store is written."""
-        prev_doc, prev_n = (previous.document_id, previous.n_chunks) if previous else (None, None)
-        if previous and previous.status == 'pending' and previous.prev_document_id:
-            prev_doc, prev_n = previous.prev_document_id, previous.prev_n_chunks
-        self._run('INSERT INTO {t} VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (root, source_id) DO UPDATE SET '
+        prev_doc, prev_n = _previous(previous)
+        self._run(f'INSERT INTO {{t}} ({_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) '
+                  'ON CONFLICT (root, source_id) DO UPDATE SET '
                   'document_id=excluded.document_id, n_chunks=excluded.n_chunks, title=excluded.title, '
                   'status=excluded.status, prev_document_id=excluded.prev_document_id, '
-                  'prev_n_chunks=excluded.prev_n_chunks, ingested_at=excluded.ingested_at',
-                  (root, source_id, document_id, n_chunks, title, 'pending', prev_doc, prev_n, ingested_at))
+                  'prev_n_chunks=excluded.prev_n_chunks, ingested_at=excluded.ingested_at, chunking=excluded.chunking',
+                  (root, source_id, document_id, n_chunks, title, 'pending', prev_doc, prev_n, ingested_at, chunking))
 
     def commit(self, root: str, source_id: str) -> None:
         """Mark a version as completely stored and its predecessor as deleted."""
@@ -223,6 +260,21 @@ class PostgresLedger:
     def remove(self, root: str, source_id: str) -> None:
         """Delete a row (its chunks were deleted)."""
         self._run('DELETE FROM {t} WHERE root=%s AND source_id=%s', (root, source_id))
+
+    def setting(self, key: str) -> Optional[str]:
+        """A store setting recorded before (see :mod:`rag_plugin.ingest.fingerprint`), or None."""
+        with self.store.connection() as conn:
+            row = conn.execute(f'SELECT value FROM {self._settings} WHERE key=%s', (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_setting(self, key: str, value: str) -> None:
+        """Record a store setting."""
+        self._run('INSERT INTO {s} (key, value) VALUES (%s,%s) ON CONFLICT (key) DO UPDATE SET value=excluded.value',
+                  (key, value))
+
+    def adopt_chunking(self, chunking: str) -> int:
+        """Rows written before the chunking was recorded take this one (an old store is adopted); returns how many."""
+        return self._run('UPDATE {t} SET chunking=%s WHERE chunking IS NULL', (chunking,)).rowcount
 
     def close(self) -> None:
         """Nothing to close (the store's pool holds the connections)."""

@@ -11,19 +11,22 @@ import logging
 import os
 import re
 import time
+from array import array
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 from langchain_text_splitters import TextSplitter
 
+from rag_plugin.ingest import fingerprint as settings_of
 from rag_plugin.ingest.check import StoreCheck, StoreRepair, check_store
 from rag_plugin.ingest.ledger import FileRecord, Ledger, chunk_ids
 from rag_plugin.ingest.loaders import SUPPORTED_EXTENSIONS, LoadedFile, SkipFile, file_digest, load_file
+from rag_plugin.ingest.parsing import ParsePool, default_workers
 from rag_plugin.ingest.store import DEFAULT_LOCK_TIMEOUT, ChromaRefresher, write_lock_for
 from rag_plugin.section_spans import SECTION_SPANS_KEY, encode_spans
 from rag_plugin.store import chroma_internals, chroma_store, corpus_store
@@ -175,6 +178,30 @@ class _Pending:
     remaining: int
 
 
+@dataclass
+class _Job:
+    """A file to parse: its new version and its ledger row before this run."""
+    source_id: str
+    document_id: str
+    record: Optional[FileRecord]
+
+
+@dataclass
+class _Run:
+    """The state of one ingestion run."""
+    root: str
+    report: IngestReport
+    tags: list
+    extra: Optional[dict]
+    in_run: set
+    chunking: Optional[str] = None  # fingerprint of the chunking settings of this run
+    claimed: dict = field(default_factory=dict)  # document_id -> source_id, within this run
+    deferred: list = field(default_factory=list)  # duplicates of a file of this run, decided once it is read
+    pending: dict = field(default_factory=dict)  # source_id -> _Pending
+    queue: list = field(default_factory=list)  # chunks parsed, not written yet
+    bar: Any = None
+
+
 class Ingestor:
     """Writes documents into a vector store, once.
 
@@ -189,6 +216,9 @@ class Ingestor:
             that do (measured: README, "Retrieval quality")
         lock_timeout (float): seconds to wait while another thread or process writes to the store before
             :class:`~rag_plugin.ingest.store.StoreBusy` (env ``RAG_PLUGIN_WRITE_LOCK_TIMEOUT``, default 300)
+        parse_workers (int): processes that parse files while chunks are embedded (default: one per core but one,
+            1 to 4; ``0`` parses in this process); a run with one or two files to parse, or a few small ones,
+            starts none (see :mod:`rag_plugin.ingest.parsing`)
 
     Attributes:
         vector_store (VectorStore): the store
@@ -200,13 +230,15 @@ class Ingestor:
 
     def __init__(self, vector_store: VectorStore, splitter: TextSplitter, ledger: Ledger, batch_size: int = 128,
                  max_file_mb: float = DEFAULT_MAX_FILE_MB, contextual: bool = True,
-                 lock_timeout: float = DEFAULT_LOCK_TIMEOUT):
+                 lock_timeout: float = DEFAULT_LOCK_TIMEOUT, parse_workers: Optional[int] = None):
         self.vector_store: VectorStore = vector_store
         self.splitter: TextSplitter = splitter
         self.ledger: Ledger = ledger
         self.batch_size: int = batch_size
         self.max_file_mb: float = max_file_mb
         self.contextual: bool = contextual
+        self.parse_workers: int = default_workers() if parse_workers is None else parse_workers
+        self._embedded: Optional[dict] = None  # text digest -> vector, during a run (see write_batch)
         self.on_change: list[Callable[[], None]] = []  # called after chunks are written or deleted
         self.write_lock = write_lock_for(vector_store, ledger.path, lock_timeout)
         self.refresher = ChromaRefresher(vector_store, self.write_lock)
@@ -278,6 +310,49 @@ class Ingestor:
             chunk.metadata['chunk_id'] = chunk_id
         return chunks
 
+    # ---- settings ---------------------------------------------------------------------------------------------------
+    def store_settings(self) -> dict:
+        """What the store's chunks and vectors depend on now: ``chunking`` (splitter parameters, header format) and
+        ``embedding`` (model, variant); see :mod:`rag_plugin.ingest.fingerprint`."""
+        store = corpus_store(self.vector_store)
+        contextual = self.contextual and getattr(store, 'embeddings', None) is not None
+        embeddings = getattr(store, 'embeddings', None) or getattr(self.vector_store, 'embeddings', None)
+        return {settings_of.CHUNKING_KEY: settings_of.chunking_settings(self.splitter, contextual),
+                settings_of.EMBEDDING_KEY: settings_of.embedding_settings(embeddings)}
+
+    def _check_settings(self) -> str:
+        """Compare the settings with those the ledger recorded for the store; record them; return the chunking
+        fingerprint. A store without recorded settings (written before they were) is adopted as it is.
+
+        Raises:
+            SettingsChanged: the store holds vectors of another embedding model or variant
+        """
+        current = self.store_settings()
+        embedding = current[settings_of.EMBEDDING_KEY]
+        recorded = settings_of.loads(self.ledger.setting(settings_of.EMBEDDING_KEY))
+        if recorded is not None and recorded != embedding and self.ledger.all():
+            raise settings_of.SettingsChanged(
+                f'the store ({self.ledger.path}) holds vectors of the embedding model {recorded.get("model")} '
+                f'({recorded.get("variant")}); the embeddings given now are {embedding["model"]} '
+                f'({embedding["variant"]}): {settings_of.changes(recorded, embedding)}. Vectors of two models are '
+                f'never mixed in one store: use the embeddings it was built with, or rebuild it (ingest into a new '
+                f'store: another folder, e.g. `python -m rag_plugin ingest FOLDER --store NEW_FOLDER`, or another '
+                f'collection; or delete this store and ingest again)')
+        if recorded != embedding:
+            self.ledger.set_setting(settings_of.EMBEDDING_KEY, settings_of.dumps(embedding))
+        chunking = current[settings_of.CHUNKING_KEY]
+        key = settings_of.fingerprint(chunking)
+        before = settings_of.loads(self.ledger.setting(settings_of.CHUNKING_KEY))
+        if before is None:
+            self.ledger.adopt_chunking(key)
+        elif before != chunking:
+            stale = sum(1 for r in self.ledger.all() if r.chunking != key)
+            logger.warning('[RAG] Chunking settings changed (%s): %d file(s) made with the old ones are split and '
+                           'embedded again as they are ingested', settings_of.changes(before, chunking), stale)
+        if before != chunking:
+            self.ledger.set_setting(settings_of.CHUNKING_KEY, settings_of.dumps(chunking))
+        return key
+
     # ---- crash repair -----------------------------------------------------------------------------------------------
     def _delete(self, ids: list[str]) -> None:
         for start in range(0, len(ids), 5000):
@@ -345,8 +420,13 @@ class Ingestor:
         Returns:
             IngestReport: the per-file outcome and chunk counts
 
+        A file made with other chunking settings (splitter, chunk header) than the store's now is split and embedded
+        again (``updated``).
+
         Raises:
             StoreBusy: another ingestion kept the store busy for longer than the write lock's timeout
+            SettingsChanged: the store holds vectors of another embedding model or variant (the message says what
+                changed and how to rebuild); nothing is changed
         """
         with self.writing():
             return self._ingest(path, sync, tags, progress, extensions)
@@ -363,6 +443,7 @@ class Ingestor:
             files = [f for f in files if f.suffix.lower() in wanted]
         root = str(root_path)
         report = IngestReport()
+        chunking = self._check_settings()  # before anything changes: a store of another model is refused
         report.chunks_removed += self._repair()
         sources = []
         for file_path in files:
@@ -383,7 +464,7 @@ class Ingestor:
                     self.ledger.remove(root, record.source_id)
                     report.chunks_removed += len(ids)
                     report.files.append(FileResult(record.source_id, 'removed', chunks=record.n_chunks))
-        self._ingest_sources(root, sources, report, tags, progress)
+        self._ingest_sources(root, sources, report, tags, progress, chunking)
         report.seconds = time.perf_counter() - started
         for skipped in report.skipped:
             logger.warning('[RAG] Skipped %s: %s', skipped.source_id, skipped.reason)
@@ -400,63 +481,110 @@ class Ingestor:
         with self.writing():
             started = time.perf_counter()
             report = IngestReport()
+            chunking = self._check_settings()
             report.chunks_removed += self._repair()
-            self._ingest_sources(root, [(source_id, data)], report, tags, False, extra)
+            self._ingest_sources(root, [(source_id, data)], report, tags, False, chunking, extra)
             report.seconds = time.perf_counter() - started
             return report
 
     def _ingest_sources(self, root: str, sources: list, report: IngestReport, tags: Iterable[str], progress: bool,
-                        extra: Optional[dict] = None) -> None:
+                        chunking: str, extra: Optional[dict] = None) -> None:
+        """Decide, parse, chunk and write the files of a run.
+
+        Files are parsed in worker processes (:class:`~rag_plugin.ingest.parsing.ParsePool`) while the chunks of those
+        parsed before are embedded here. A file's ledger row is marked ``pending`` before any of its chunks is
+        written and ``ok`` once all are in, so a kill at any moment is repaired by the next run.
+        """
         from tqdm.auto import tqdm
-        tags = list(tags)
-        to_write: list[Document] = []
-        in_flight: list[_Pending] = []
-        claimed: dict[str, str] = {}  # document_id -> source_id, within this run
+        run = _Run(root, report, list(tags), extra, set(source_id for source_id, _ in sources), chunking)
         files_bar = tqdm(sources, desc='Reading', unit='file', disable=not progress)
-        in_run = {source_id for source_id, _ in sources}
-        deferred: list = []  # duplicates of a file of this run, decided once that file has been read
+        run.bar = tqdm(total=0, desc='Embedding', unit='chunk', disable=not progress)
+        self._embedded = {}
+        try:
+            with ParsePool(load_file, self.parse_workers) as pool:
+                for job, loaded in pool.results(self._jobs(run, files_bar, may_defer=True)):
+                    self._add_parsed(run, job, loaded)
+                # Duplicates of a file of this run, decided once that file's new version is recorded.
+                for job, loaded in pool.results(self._jobs(run, run.deferred, may_defer=False)):
+                    self._add_parsed(run, job, loaded)
+            self._flush(run, everything=True)
+        finally:
+            self._embedded = None
+            files_bar.close()
+            run.bar.close()
 
-        def work():
-            yield from ((source_id, origin, True) for source_id, origin in files_bar)
-            yield from ((source_id, origin, False) for source_id, origin in deferred)
-
-        for source_id, origin, may_defer in work():
+    def _jobs(self, run: '_Run', sources: Iterable, may_defer: bool) -> Iterator[tuple['_Job', str, bytes]]:
+        """The files to parse, as ``(job, source_id, data)``; unchanged, duplicate and unreadable files go to the
+        report (and duplicates of a file of this run that may have changed to ``run.deferred``)."""
+        for source_id, origin in sources:
             try:
                 data = origin if isinstance(origin, bytes) else self._read(origin)
                 document_id = file_digest(data)
-                record = self.ledger.get(root, source_id)
-                if record and record.status == 'ok' and record.document_id == document_id:
-                    report.files.append(FileResult(source_id, 'unchanged', chunks=record.n_chunks))
-                    report.chunks_unchanged += record.n_chunks
+                record = self.ledger.get(run.root, source_id)
+                if record and record.status == 'ok' and record.document_id == document_id and \
+                        record.chunking == run.chunking:
+                    run.report.files.append(FileResult(source_id, 'unchanged', chunks=record.n_chunks))
+                    run.report.chunks_unchanged += record.n_chunks
                     continue
                 duplicate = self.ledger.find_document(document_id)
-                if duplicate and (duplicate.root, duplicate.source_id) != (root, source_id):
-                    if may_defer and duplicate.root == root and duplicate.source_id in in_run:
-                        deferred.append((source_id, origin))  # that file may have changed: check it first
+                if duplicate and (duplicate.root, duplicate.source_id) != (run.root, source_id):
+                    if may_defer and duplicate.root == run.root and duplicate.source_id in run.in_run:
+                        run.deferred.append((source_id, origin))  # that file may have changed: check it first
                         continue
                     raise SkipFile(f'same content as {duplicate.source_id}, which is already ingested')
-                if document_id in claimed:
-                    raise SkipFile(f'same content as {claimed[document_id]}')
-                claimed[document_id] = source_id
-                loaded = load_file(Path(source_id), data)
+                if document_id in run.claimed:
+                    raise SkipFile(f'same content as {run.claimed[document_id]}')
+                run.claimed[document_id] = source_id
             except SkipFile as e:
-                report.files.append(FileResult(source_id, 'skipped', reason=str(e)))
+                run.report.files.append(FileResult(source_id, 'skipped', reason=str(e)))
                 continue
             except OSError as e:
-                report.files.append(FileResult(source_id, 'skipped', reason=f'cannot read: {e.strerror or e}'))
+                run.report.files.append(FileResult(source_id, 'skipped', reason=f'cannot read: {e.strerror or e}'))
                 continue
-            ingested_at = _now()
-            chunks = self.chunk(loaded, source_id, document_id, tags, ingested_at, extra)
-            if not chunks:
-                report.files.append(FileResult(source_id, 'skipped', reason='no text after splitting'))
-                continue
-            self.ledger.begin(root, source_id, document_id, len(chunks), loaded.title, ingested_at, record)
-            result = FileResult(source_id, 'updated' if record else 'added', chunks=len(chunks))
-            report.files.append(result)
-            in_flight.append(_Pending(root, source_id, len(chunks)))
-            to_write.extend(chunks)
-        files_bar.close()
-        self._write(to_write, in_flight, report, progress)
+            yield _Job(source_id, document_id, record), source_id, data
+
+    def _add_parsed(self, run: '_Run', job: '_Job', loaded) -> None:
+        """Chunk a parsed file, record its intent in the ledger and queue its chunks (writing full batches)."""
+        if isinstance(loaded, SkipFile):
+            run.report.files.append(FileResult(job.source_id, 'skipped', reason=str(loaded)))
+            return
+        if isinstance(loaded, OSError):
+            run.report.files.append(FileResult(job.source_id, 'skipped', reason=f'cannot read: '
+                                               f'{loaded.strerror or loaded}'))
+            return
+        if isinstance(loaded, BaseException):
+            raise loaded
+        ingested_at = _now()
+        chunks = self.chunk(loaded, job.source_id, job.document_id, run.tags, ingested_at, run.extra)
+        if not chunks:
+            run.report.files.append(FileResult(job.source_id, 'skipped', reason='no text after splitting'))
+            return
+        self.ledger.begin(run.root, job.source_id, job.document_id, len(chunks), loaded.title, ingested_at,
+                          job.record, run.chunking)
+        run.report.files.append(FileResult(job.source_id, 'updated' if job.record else 'added', chunks=len(chunks)))
+        run.pending[job.source_id] = _Pending(run.root, job.source_id, len(chunks))
+        run.queue.extend(chunks)
+        run.bar.total += len(chunks)
+        run.bar.refresh()
+        self._flush(run)
+
+    def _flush(self, run: '_Run', everything: bool = False) -> None:
+        """Write queued chunks, longest first, in batches of :attr:`batch_size`: while files are still being parsed
+        only full batches, at the end all of them. Each batch holds texts of similar length, so the embedding model
+        pads little (in file order, batches of 128 wasted about a fifth of the tokens on padding on the Northwind
+        set; the encoder also sorts a batch by length into its own smaller batches)."""
+        while run.queue and (everything or len(run.queue) >= self.batch_size):
+            run.queue.sort(key=lambda c: -len(c.page_content))
+            batch, run.queue = run.queue[:self.batch_size], run.queue[self.batch_size:]
+            self.write_batch(batch)
+            self._changed()
+            run.report.chunks_added += len(batch)
+            run.bar.update(len(batch))
+            for chunk in batch:
+                item = run.pending[chunk.metadata['source_id']]
+                item.remaining -= 1
+                if item.remaining == 0:
+                    self._finish(item, run.report)
 
     def _read(self, file_path: Path) -> bytes:
         size = file_path.stat().st_size
@@ -466,35 +594,13 @@ class Ingestor:
             raise SkipFile(f'file too large: {size / 1024 / 1024:.1f} MB > {self.max_file_mb:g} MB limit')
         return file_path.read_bytes()
 
-    def _write(self, chunks: list[Document], in_flight: list[_Pending], report: IngestReport, progress: bool) -> None:
-        """Embed and upsert chunks in batches; commit each file when all its chunks are in.
-
-        Chunks are written longest first, so each batch holds texts of similar length and the embedding model pads
-        little (in file order, batches of 128 wasted about a fifth of the tokens on padding on the Northwind set).
-        """
-        from tqdm.auto import tqdm
-        bar = tqdm(total=len(chunks), desc='Embedding', unit='chunk', disable=not progress)
-        pending = {p.source_id: p for p in in_flight}  # one root per run
-        ordered = sorted(chunks, key=lambda c: -len(c.page_content))
-        for start in range(0, len(ordered), self.batch_size):
-            batch = ordered[start:start + self.batch_size]
-            self.write_batch(batch)
-            self._changed()
-            report.chunks_added += len(batch)
-            bar.update(len(batch))
-            for chunk in batch:
-                item = pending[chunk.metadata['source_id']]
-                item.remaining -= 1
-                if item.remaining == 0:
-                    self._finish(item, report)
-        bar.close()
-
     def write_batch(self, chunks: list[Document]) -> None:
         """Embed and upsert one batch of chunks under their ``chunk_id``.
 
         On a :class:`~rag_plugin.store.CorpusStore` (Chroma, PostgreSQL) with :attr:`contextual` on, the embedded text
         is :func:`embedding_text` (file name, title and section above the chunk) and the stored text the chunk's own;
-        other stores embed the chunk's text.
+        other stores embed the chunk's text. During an ingestion run, a text embedded before in the run is not
+        embedded again (its vector is reused).
         """
         ids = [c.metadata['chunk_id'] for c in chunks]
         store = corpus_store(self.vector_store) if self.contextual else None
@@ -502,7 +608,16 @@ class Ingestor:
         if embeddings is None:
             self.vector_store.add_documents(chunks, ids=ids)
             return
-        vectors = embeddings.embed_documents([embedding_text(c) for c in chunks])
+        texts = [embedding_text(c) for c in chunks]
+        cache = self._embedded
+        if cache is None:
+            vectors = embeddings.embed_documents(texts)
+        else:  # identical texts (boilerplate, repeated pages, copies across files) are embedded once per run
+            keys = [hashlib.sha256(t.encode('utf-8')).digest() for t in texts]
+            todo = {k: t for k, t in zip(keys, texts) if k not in cache}
+            if todo:
+                cache.update(zip(todo, (array('f', v) for v in embeddings.embed_documents(list(todo.values())))))
+            vectors = [cache[k].tolist() for k in keys]
         store.upsert(ids=ids, embeddings=vectors, documents=[c.page_content for c in chunks],
                      metadatas=[c.metadata for c in chunks])
 
@@ -539,6 +654,7 @@ class Ingestor:
         if store is None:
             return None
         with self.writing():
+            self._check_settings()  # never embed chunks with another model than the store's
             self._repair()
             before = check_store(self.vector_store, self.ledger, detail=True)
             orphans = sorted(set(before.orphans) | set(before.index_only))

@@ -208,6 +208,7 @@ class PostgresStore(VectorStore):
         self.terms_table = f'rag_{collection}_terms'
         self.files_table = f'rag_{collection}_files'
         self.postings_table = f'rag_{collection}_postings'
+        self.settings_table = f'rag_{collection}_settings'
 
     # ---- connections and schema ----------------------------------------------------------------------------------
     @property
@@ -261,8 +262,11 @@ class PostgresStore(VectorStore):
                 conn.execute(f'CREATE INDEX IF NOT EXISTS {p}_seq ON {p} (seq, term_id) INCLUDE (tf, dl)')
                 conn.execute(f'CREATE TABLE IF NOT EXISTS {f} (root text NOT NULL, source_id text NOT NULL, '
                              f'document_id text NOT NULL, n_chunks int NOT NULL, title text, status text NOT NULL, '
-                             f'prev_document_id text, prev_n_chunks int, ingested_at text, '
+                             f'prev_document_id text, prev_n_chunks int, ingested_at text, chunking text, '
                              f'PRIMARY KEY (root, source_id))')
+                conn.execute(f'ALTER TABLE {f} ADD COLUMN IF NOT EXISTS chunking text')  # a table made before
+                conn.execute(f'CREATE TABLE IF NOT EXISTS {self.settings_table} (key text PRIMARY KEY, '
+                             f'value text NOT NULL)')
             self._dim = dim
             self._ready = True
 
@@ -550,7 +554,8 @@ class PostgresStore(VectorStore):
     def drop(self) -> None:
         """Delete the collection: its tables and its row."""
         with self.connection() as conn, conn.transaction():
-            for table in (self.chunks_table, self.terms_table, self.files_table, self.postings_table):
+            for table in (self.chunks_table, self.terms_table, self.files_table, self.postings_table,
+                          self.settings_table):
                 conn.execute(f'DROP TABLE IF EXISTS {table}')
             conn.execute('DELETE FROM rag_collections WHERE name = %s', (self.collection,))
         self._ready = False
