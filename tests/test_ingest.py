@@ -418,20 +418,17 @@ def test_document_id_is_stable_for_identical_content(tmp_path, new_rag):
 
 
 # ---- 6. kill and rerun ----------------------------------------------------------------------------------------------
-KILL_SCRIPT = textwrap.dedent('''
-    import os, sys, time
-    store_dir, folder, markers = sys.argv[1], sys.argv[2], sys.argv[3]
-    stop_after = int(sys.argv[4])
+# The start of the ingesting child processes of the kill tests: ``mark(name)`` leaves a marker file for the test, and
+# ``ingest_then_wait(rag)`` ingests the folder completely once, then waits while the test changes files.
+CHILD_START = '''
+import os, sys, time
+store_dir, folder, markers = sys.argv[1], sys.argv[2], sys.argv[3]
 
-    def mark(name):
-        with open(os.path.join(markers, name), 'w') as f:
-            f.write(name)
+def mark(name):
+    with open(os.path.join(markers, name), 'w') as f:
+        f.write(name)
 
-    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
-    bot = StandaloneBot()
-    ExtractiveLLM(bot)
-    store = default_vector_store(store_dir)
-    rag = RAG(bot, store, default_splitter(), 'extractive')
+def ingest_then_wait(rag):
     rag.ingestor.batch_size = 8
     print(rag.ingest(folder), flush=True)  # 1. a complete ingestion
     mark('first-done')
@@ -439,6 +436,16 @@ KILL_SCRIPT = textwrap.dedent('''
     while not os.path.exists(os.path.join(markers, 'go')):  # the test changes files meanwhile
         assert time.monotonic() < deadline
         time.sleep(0.05)
+'''
+
+KILL_SCRIPT = CHILD_START + textwrap.dedent('''
+    stop_after = int(sys.argv[4])
+    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
+    bot = StandaloneBot()
+    ExtractiveLLM(bot)
+    store = default_vector_store(store_dir)
+    rag = RAG(bot, store, default_splitter(), 'extractive')
+    ingest_then_wait(rag)
 
     original = rag.ingestor.write_batch
     calls = [0]
@@ -552,14 +559,7 @@ def test_an_ingestion_killed_mid_way_is_repaired_exactly_by_the_next_one(tmp_pat
     assert again.chunks_added == 0 and {f.status for f in again.files} == {'unchanged'}
 
 
-KILL_WHILE_PARSING_SCRIPT = textwrap.dedent('''
-    import os, sys, time
-    store_dir, folder, markers = sys.argv[1], sys.argv[2], sys.argv[3]
-
-    def mark(name):
-        with open(os.path.join(markers, name), 'w') as f:
-            f.write(name)
-
+KILL_WHILE_PARSING_SCRIPT = CHILD_START + textwrap.dedent('''
     from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
     import rag_plugin.ingest.parsing as parsing
     import rag_plugin.ingest.pipeline as pipeline
@@ -568,14 +568,8 @@ KILL_WHILE_PARSING_SCRIPT = textwrap.dedent('''
     bot = StandaloneBot()
     ExtractiveLLM(bot)
     rag = RAG(bot, default_vector_store(store_dir), default_splitter(), 'extractive')
-    rag.ingestor.batch_size = 8
     rag.ingestor.parse_workers = 2
-    print(rag.ingest(folder), flush=True)  # 1. a complete ingestion
-    mark('first-done')
-    deadline = time.monotonic() + 240
-    while not os.path.exists(os.path.join(markers, 'go')):  # the test changes files meanwhile
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    ingest_then_wait(rag)
     pipeline.load_file = ingest_fixtures.slow_load_file  # a file named *slow* never finishes parsing
     original = rag.ingestor.write_batch
     def write_batch(chunks):
