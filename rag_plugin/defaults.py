@@ -72,10 +72,10 @@ class SentenceTransformerEmbeddings(Embeddings):
     def __init__(self, model_name_or_path: Optional[str] = None, batch_size: Optional[int] = None,
                  device: str = 'cpu', backend: Optional[str] = None, variant: Optional[str] = None):
         self.model_name: str = model_name_or_path or _bundled_model_path() or DEFAULT_EMBEDDING_MODEL
-        wanted = backend or os.environ.get('RAG_PLUGIN_EMBEDDING_BACKEND', 'auto')
+        wanted = resolve(RAG_EMBEDDING_BACKEND, value=backend)
         if wanted not in ('auto', 'onnx', 'torch'):
             raise ValueError(f'unknown embedding backend {wanted!r} (auto, onnx or torch)')
-        self.variant: str = variant or os.environ.get('RAG_PLUGIN_EMBEDDING_VARIANT', '').strip() or 'float32'
+        self.variant: str = resolve(RAG_EMBEDDING_VARIANT, value=variant)
         if self.variant not in VARIANTS:
             raise ValueError(f'unknown embedding variant {self.variant!r} ({" or ".join(VARIANTS)})')
         if self.variant == 'int8':
