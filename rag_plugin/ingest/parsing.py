@@ -10,6 +10,7 @@ A worker exits on its own when the process that started it is gone (killed mid-i
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import multiprocessing
 import os
@@ -92,11 +93,9 @@ class ParsePool(Generic[T]):
             size += len(item[2])
             if len(first) >= POOL_MIN_FILES and size >= POOL_MIN_BYTES:
                 break
-        else:  # the files are all here, and few or small
-            first.append(None)
-        if first[-1] is None or self.workers < 1:
-            for job, source_id, data in [item for item in first if item is not None] + list(items):
-                yield self._take((job, source_id, data, None))
+        if len(first) < POOL_MIN_FILES or size < POOL_MIN_BYTES or self.workers < 1:  # few or small files: here
+            for job, source_id, data in itertools.chain(first, items):  # lazily: one file's bytes at a time
+                yield job, self._parse_here(source_id, data)
             return
         window: deque[tuple[T, str, bytes, Optional[Future]]] = deque()
         limit = self.workers * self.ahead
@@ -114,7 +113,8 @@ class ParsePool(Generic[T]):
 
         for item in first[1:]:
             submit(item)
-        yield self._take((*first[0], None))  # the first file is parsed here while the workers start
+        job, source_id, data = first[0]
+        yield job, self._parse_here(source_id, data)  # the first file is parsed here while the workers start
         for item in items:
             while len(window) >= limit:
                 yield self._take(window.popleft())
