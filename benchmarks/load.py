@@ -498,10 +498,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def target_row(label: str, measured: str, target: str = '', met: Optional[bool] = None, shown: bool = False,
+               verdicts: tuple[str, str] = ('yes', 'NO')) -> tuple:
+    """A row of a summary table: the measured value, the target and, when ``shown``, whether it is met."""
+    verdict = ('n/a' if met is None else verdicts[0] if met else verdicts[1]) if shown else ''
+    return label, [measured, target, verdict], 'str'
+
+
 def summary(out: dict[str, Any], flat_mb: float) -> str:
     """The table: measured values beside the targets."""
-    def ok(passed: Optional[bool]) -> str:
-        return 'n/a' if passed is None else ('yes' if passed else 'NO')
+    row = target_row
 
     def fmt(value: Optional[float], unit: str, digits: int = 2) -> str:
         return 'n/a' if value is None else f'{value:,.{digits}f}{unit}'
@@ -509,8 +515,6 @@ def summary(out: dict[str, Any], flat_mb: float) -> str:
     errors = sum(sum(out[k].values()) for k in ('warm_errors', 'paced_errors', 'sustained_errors'))
     plugin_idle, plugin_after = out.get('plugin_idle_mb'), out.get('plugin_after_mb')
     growth = out['growth_second_half_mb']
-    def row(label: str, measured: str, target: str = '', met: Optional[bool] = None, shown: bool = False) -> tuple:
-        return label, [measured, target, ok(met) if shown else ''], 'str'
 
     def both(a: Optional[float], b: Optional[float], unit: str, digits: int) -> str:
         return f"{fmt(a, '', digits)} / {fmt(b, unit, digits)}"
@@ -935,11 +939,8 @@ def stage_percentiles(records: list[dict], questions: set[str], q: float = 95) -
 
 def replica_summary(out: dict[str, Any]) -> str:
     """The replica scenario's table: measured values beside the targets."""
-    def ok(passed: Optional[bool]) -> str:
-        return 'n/a' if passed is None else ('met' if passed else 'NOT MET')
-
     def row(label: str, measured: str, target: str = '', met: Optional[bool] = None, shown: bool = False) -> tuple:
-        return label, [measured, target, ok(met) if shown else ''], 'str'
+        return target_row(label, measured, target, met, shown, verdicts=('met', 'NOT MET'))
 
     def sec(value: Optional[float]) -> str:
         return 'n/a' if value is None else f'{value:.2f} s'
