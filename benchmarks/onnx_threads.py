@@ -65,7 +65,6 @@ def main() -> int:
         print('the ONNX graph is not available')
         return 1
     texts = chunk_texts(Path(args.folder), args.chunks)
-    graph, tokenizer = str(base.path), str(base.path).replace('.onnx', '.tokenizer.json')
     print(f'{len(texts)} texts, {os.cpu_count()} CPUs, repeat {args.repeat}; median seconds', flush=True)
     for busy in [int(b) for b in args.busy.split(',')]:
         hogs = [subprocess.Popen([sys.executable, '-c', 'while True: pass']) for _ in range(busy)]
@@ -75,7 +74,8 @@ def main() -> int:
                   f'{"/".join(f"{x:.2f}" for x in os.getloadavg())}', flush=True)
             for threads in [int(t) for t in args.threads.split(',')]:
                 for spinning in (True, False):
-                    encoder = OnnxEncoder(graph, tokenizer, base.settings, threads=threads, spinning=spinning)
+                    encoder = OnnxEncoder(str(base.path), base.tokenizer_path, base.settings, threads=threads,
+                                          spinning=spinning)
                     timed(encoder, texts[:32])  # warm-up
                     runs = [timed(encoder, texts) for _ in range(args.repeat)]
                     print(f'threads {threads}, spinning {"on " if spinning else "off"}: {median(runs):6.2f} s  '

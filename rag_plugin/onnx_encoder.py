@@ -131,6 +131,7 @@ class OnnxEncoder:
     Attributes:
         path (Path): the ONNX graph
         settings (dict): the tokenization and pooling settings
+        tokenizer_path (str): the tokenizer file
     """
 
     def __init__(self, graph: str, tokenizer: str, settings: dict, threads: Optional[int] = None,
@@ -150,7 +151,8 @@ class OnnxEncoder:
         # cores other processes (and our own parsing workers) need. Off, it is as fast on a quiet machine.
         options.add_session_config_entry('session.intra_op.allow_spinning', '1' if spinning else '0')
         options.intra_op_num_threads = default_threads() if threads is None else threads
-        self._threads, self._spinning, self._tokenizer_path = threads, spinning, str(tokenizer)
+        self._threads, self._spinning = threads, spinning
+        self.tokenizer_path: str = str(tokenizer)
         self._session = onnxruntime.InferenceSession(str(graph), options, providers=['CPUExecutionProvider'])
         self._inputs = [i.name for i in self._session.get_inputs()]
         self.path: Path = Path(graph)
@@ -228,7 +230,7 @@ class OnnxEncoder:
                 quantize_dynamic(str(self.path), str(partial), weight_type=QuantType.QInt8,
                                  extra_options={'DefaultTensorType': 1})  # onnx.TensorProto.FLOAT
                 os.replace(partial, target)
-        return OnnxEncoder(str(target), self._tokenizer_path, {**self.settings, 'variant': 'int8'},
+        return OnnxEncoder(str(target), self.tokenizer_path, {**self.settings, 'variant': 'int8'},
                            threads=self._threads, spinning=self._spinning)
 
     def _tokenize(self, texts: list[str]) -> dict[str, np.ndarray]:
