@@ -183,6 +183,97 @@ def test_filters_in_sql_match_the_in_memory_semantics(pg_store, embeddings):
         assert dense == expected, where
 
 
+def _tenant_corpus(embeddings, copies: int = 6):
+    """The contract's chunks copied for several tenants, each copy's text varied (word counts and lengths differ,
+    so no two chunks of a tenant tie)."""
+    import numpy as np
+    ids, vectors, documents, metadatas = [], [], [], []
+    base_ids, base_vectors, base_documents, base_metadatas = _chunks(embeddings)
+    for copy in range(copies):
+        for i, (chunk_id, vector, text, metadata) in enumerate(zip(base_ids, base_vectors, base_documents,
+                                                                    base_metadatas)):
+            ids.append(f'{chunk_id}-t{copy}')
+            noise = np.random.default_rng(copy * 100 + i).normal(0.0, 0.02, len(vector))
+            vectors.append([float(v) for v in np.asarray(vector) + noise])
+            documents.append(text + ' Team refunds and storage.' * (copy % 3) + ' Note.' * copy)  # no ties
+            metadatas.append({**metadata, 'chunk_id': ids[-1], 'tenant': f't{copy % 3}'})
+    return ids, vectors, documents, metadatas
+
+
+def test_a_narrow_filter_is_searched_exactly_with_either_lexical_plan(both_stores, embeddings, monkeypatch):
+    """Within a small scope, lexical search reads the query words' postings or each chunk's own words: both plans
+    give the same chunks and scores, which are Chroma's exact BM25 over the chunks that pass the filter; dense search
+    gives the exact nearest chunks that pass it."""
+    import numpy as np
+    from rag_plugin.store import matches, postgres
+    ids, vectors, documents, metadatas = _tenant_corpus(embeddings)
+    for store in both_stores.values():
+        store.upsert(ids, vectors, documents, metadatas)
+    pg, chroma = both_stores['postgres'], both_stores['chroma']
+    found = 0
+    for where in [{'tenant': 't1'}, {'$and': [{'tenant': {'$in': ['t0', 't2']}}, {'source_id': 'guide1.md'}]}]:
+        assert pg.scope_size(where) < postgres.SMALL_SCOPE
+        for query in ('team refunds storage', 'error E-4021 sync token', 'workspace audit log exports'):
+            plans = []
+            for ratio in (10 ** 9, 0):  # postings always, chunk words always
+                monkeypatch.setattr(postgres, 'POSTINGS_PER_SCOPED_CHUNK', ratio)
+                plans.append([(d.metadata['chunk_id'], round(s, 6)) for d, s in pg.lexical_search(query, 5, where)])
+            assert plans[0] == plans[1], (where, query)
+            found += len(plans[0])
+            exact = chroma.lexical_search(query, 5, where)  # bm25s in float32: compare to 3 decimals
+            assert [round(s, 3) for _, s in plans[0]] == [round(s, 3) for _, s in exact], (where, query)
+            assert all(matches(m, where) for m in (d.metadata for d, _ in exact))
+            if len(exact) == 5 and exact[3][1] - exact[4][1] > 1e-3:
+                assert {i for i, _ in plans[0][:4]} == {d.metadata['chunk_id'] for d, _ in exact[:4]}
+            vector = np.asarray(embeddings.embed_query(query))
+            cosines = {i: float(vector @ np.asarray(v) / np.linalg.norm(v) / np.linalg.norm(vector))
+                       for i, v, m in zip(ids, vectors, metadatas) if matches(m, where)}
+            expected = sorted(cosines, key=lambda i: -cosines[i])[:4]
+            assert [h.chunk_id for h in pg.dense_search(list(vector), 4, where)] == expected
+    assert found >= 20
+
+
+def test_the_scope_of_a_filter_is_counted_again_after_a_write(pg_store, embeddings):
+    ids, vectors, documents, metadatas = _tenant_corpus(embeddings, copies=3)
+    pg_store.upsert(ids[:8], vectors[:8], documents[:8], metadatas[:8])
+    assert pg_store.scope_size({'tenant': 't1'}) == 0
+    assert pg_store.lexical_search('refund', 3, {'tenant': 't1'}) == []
+    pg_store.upsert(ids[8:], vectors[8:], documents[8:], metadatas[8:])  # the version changes
+    pg_store.refresh()
+    assert pg_store.scope_size({'tenant': 't1'}) == 8
+    assert pg_store.lexical_search('refund', 3, {'tenant': 't1'})[0][0].metadata['tenant'] == 't1'
+
+
+def test_vectors_metadata_and_words_stay_in_the_row(pg_dsn, embeddings):
+    """A chunk's vector is kept in its row (not moved to the TOAST table), so an exact search reads no TOAST; a table
+    made with the default storage is altered when a store opens it."""
+    from rag_plugin.store import postgres_store
+    collection = _collection()
+    store = postgres_store(pg_dsn, collection=collection, embeddings=embeddings)
+    layout = f"SELECT attname, attstorage FROM pg_attribute WHERE attrelid = 'rag_{collection}_chunks'::regclass " \
+             f"AND attname IN ('embedding', 'metadata', 'tsv', 'document') ORDER BY attname"
+    try:
+        ids, vectors, documents, metadatas = _tenant_corpus(embeddings, copies=1)
+        long = [text + ' More words about the policy.' * 40 for text in documents]  # rows well over 2 kB
+        store.upsert(ids, vectors, long, metadatas)
+        with store.connection() as conn:
+            assert conn.execute(layout).fetchall() == [('document', 'x'), ('embedding', 'p'), ('metadata', 'm'),
+                                                       ('tsv', 'm')]
+            assert conn.execute(f"SELECT count(*) FROM rag_{collection}_chunks "
+                                f"WHERE pg_column_size(embedding) < 1500").fetchone()[0] == 0
+            conn.execute(f'ALTER TABLE rag_{collection}_chunks ALTER COLUMN embedding SET STORAGE EXTERNAL, '
+                         f'ALTER COLUMN tsv SET STORAGE EXTENDED')
+        again = postgres_store(pg_dsn, collection=collection, embeddings=embeddings)
+        again.count()
+        with again.connection() as conn:
+            assert dict(conn.execute(layout).fetchall())['embedding'] == 'p'
+            assert dict(conn.execute(layout).fetchall())['tsv'] == 'm'
+        again.close()
+    finally:
+        store.drop()
+        store.close()
+
+
 # ---- the RAG on PostgreSQL -----------------------------------------------------------------------------------------
 QUESTIONS = ['What is the password policy?', 'How long are deleted notes kept?', 'Which export formats are there?',
              'How do I reset two-factor authentication?']
