@@ -3,6 +3,7 @@
 Usage::
 
     python benchmarks/scale.py [--chunks 100000] [--backends chroma,postgres] [--questions 40] [--json OUT]
+                               [--keep DIR]
 
 The stores are built without embedding anything again: the real chunks and vectors of the eval corpora (data/pdfs and
 Northwind, as ``python -m rag_plugin eval`` caches them in ``--cache``) are replicated with a little noise on each
@@ -17,12 +18,17 @@ process (as a restarted bot replica) opens the store in a RAG and measures the t
 the questions. PostgreSQL runs in a private ``pgserver`` (PostgreSQL 16, pgvector 0.6) unless
 ``RAG_PLUGIN_DATABASE_URL`` is set; its memory is the server's, outside the bot process.
 
+``--keep DIR`` keeps the stores (and pgserver's data folder) in DIR instead of a temporary folder; a later run with the
+same DIR and ``--chunks`` finds them complete, skips the build and measures retrieval again (a 1M-chunk store takes
+about an hour to write on 2 cores), reporting the ingestion figures of the run that built it.
+
 Targets (issue 16), on a 2-core machine: PostgreSQL p95 < 100 ms at 100k chunks and < 250 ms at 1M; cold first
 question < 2 s at 1M; the bot process's memory independent of corpus size.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -31,6 +37,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks._common import REPO_ROOT, format_table, repo_path, setup_env  # noqa: E402
@@ -92,10 +99,16 @@ def replicas(texts, metadatas, vectors, n: int, noise: float, seed: int = 7):
         yield chunk_id, vector.tolist(), text, metadata
 
 
-def build(backend: str, target: str, chunks, n: int, batch: int) -> dict:
-    """Write the chunks into a new store; returns its location and the ingestion throughput."""
+def build(backend: str, target: str, chunks, n: int, batch: int, record: Optional[Path] = None) -> dict:
+    """Write the chunks into a new store; returns the ingestion throughput. With ``record`` (a JSON file kept
+    beside a kept store), a store already built with ``n`` chunks is reused and the figures of its build returned."""
     from rag_plugin.defaults import default_embeddings, default_vector_store
     from rag_plugin.store import corpus_store, postgres_store
+    if record is not None and record.is_file():
+        built = json.loads(record.read_text(encoding='utf-8'))
+        if built.get('chunks') == n:
+            print(f'  {backend}: reusing the kept store of {n} chunks', file=sys.stderr, flush=True)
+            return {**built, 'reused': True}
     embeddings = default_embeddings()
     if backend == 'chroma':
         store = corpus_store(default_vector_store(target, embeddings))
@@ -117,8 +130,10 @@ def build(backend: str, target: str, chunks, n: int, batch: int) -> dict:
         store.upsert(*zip(*part))
         written += len(part)
     seconds = time.perf_counter() - started
-    count = store.count()
-    return {'chunks': count, 'ingest_s': seconds, 'ingest_rate': written / seconds}
+    result = {'chunks': store.count(), 'ingest_s': seconds, 'ingest_rate': written / seconds}
+    if record is not None:
+        record.write_text(json.dumps(result), encoding='utf-8')
+    return result
 
 
 PROBE = r'''
@@ -182,6 +197,7 @@ def main() -> int:
     parser.add_argument('--sources', default='data/pdfs,northwind', help='source corpora: data/pdfs, northwind')
     parser.add_argument('--shared', default=SHARED, help='the shared eval data (default: %(default)s)')
     parser.add_argument('--json', help='also write the results as JSON')
+    parser.add_argument('--keep', metavar='DIR', help='keep the stores in DIR and reuse them in a later run')
     args = parser.parse_args()
     wanted = args.sources.split(',')
     texts, metadatas, vectors, questions = source_chunks(
@@ -191,23 +207,29 @@ def main() -> int:
     print(f'{len(texts)} source chunks, {len(questions)} questions; {args.chunks} chunks per store', file=sys.stderr)
     results: dict[str, dict] = {}
     server = None
-    with tempfile.TemporaryDirectory(prefix='ragscale') as tmp:
+    with contextlib.ExitStack() as stack:
+        if args.keep:
+            tmp = Path(args.keep).resolve()
+            tmp.mkdir(parents=True, exist_ok=True)
+        else:
+            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix='ragscale')))
         for backend in [b for b in args.backends.split(',') if b]:
             if backend == 'chroma':
-                target = str(Path(tmp) / 'chroma')
+                target = str(tmp / 'chroma')
             else:
                 target = os.environ.get('RAG_PLUGIN_DATABASE_URL')
                 if not target:
                     import pgserver
-                    server = pgserver.get_server(Path(tmp) / 'pg', cleanup_mode='stop')
+                    server = pgserver.get_server(tmp / 'pg', cleanup_mode=None if args.keep else 'stop')
                     target = server.get_uri()
+            record = tmp / f'{backend}-built.json' if args.keep else None
             chunks = replicas(texts, metadatas, vectors, args.chunks, args.noise)
-            result = build(backend, target, chunks, args.chunks, args.batch)
+            result = build(backend, target, chunks, args.chunks, args.batch, record)
             result.update(probe(backend, target, questions))
             results[backend] = result
             print(f'{backend}: {json.dumps({k: v for k, v in result.items() if not isinstance(v, list)})}',
                   file=sys.stderr, flush=True)
-        if server is not None:
+        if server is not None and not args.keep:
             server.cleanup()
     names = list(results)
     ms = lambda values, q: 1000 * percentile(values, q)  # noqa: E731
