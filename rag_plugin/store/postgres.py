@@ -118,6 +118,19 @@ def tsvector_literal(terms: Sequence[str]) -> str:
     return ' '.join(f'{_quote(t)}:{",".join(map(str, p))}' if p else _quote(t) for t, p in positions.items())
 
 
+def _bm25_part(tf: str, length: str) -> str:
+    """SQL for one query word's BM25 score in a chunk: ``q.idf`` times the saturated count ``tf`` of a chunk of
+    ``length`` words (the average length is the one ``%s`` parameter)."""
+    return f'q.idf * {tf} / ({tf} + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * {length} / %s::float8))'
+
+
+def _top_sql(chunks_table: str) -> str:
+    """SQL ending a lexical search: the ``hits`` (seq, part) summed per chunk, the best ``%s`` with their texts."""
+    return (f'top AS (SELECT seq, sum(part) AS score FROM hits GROUP BY seq ORDER BY score DESC, seq LIMIT %s) '
+            f'SELECT c.id, c.document, c.metadata, top.score FROM top JOIN {chunks_table} c ON c.seq = top.seq '
+            f'ORDER BY top.score DESC, c.id')
+
+
 # ---- filters -------------------------------------------------------------------------------------------------------
 def where_sql(where: Optional[dict], column: str = 'metadata') -> tuple[str, list]:
     """Translate a Chroma-style ``where`` filter into a SQL condition on a JSONB column, with the semantics of
@@ -497,12 +510,9 @@ class PostgresStore(VectorStore):
         per_word = max(LEXICAL_CANDIDATES, 4 * k)
         scoped = f'JOIN {c} c ON c.seq = p.seq WHERE {condition} AND' if where else 'WHERE'
         sql = (f'WITH q AS (SELECT * FROM unnest(%s::text[], %s::float8[]) AS q(term, idf)), '
-               f'hits AS (SELECT s.seq, q.idf * s.tf / (s.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * s.dl / '
-               f'%s::float8)) AS part FROM q JOIN {t} w ON w.term = q.term CROSS JOIN LATERAL '
-               f'(SELECT p.seq, p.tf, p.dl FROM {p} p {scoped} p.term_id = w.id ORDER BY p.impact DESC LIMIT %s) s), '
-               f'top AS (SELECT seq, sum(part) AS score FROM hits GROUP BY seq ORDER BY score DESC, seq LIMIT %s) '
-               f'SELECT c.id, c.document, c.metadata, top.score FROM top JOIN {c} c ON c.seq = top.seq '
-               f'ORDER BY top.score DESC, c.id')
+               f'hits AS (SELECT s.seq, {_bm25_part("s.tf", "s.dl")} AS part FROM q JOIN {t} w ON w.term = q.term '
+               f'CROSS JOIN LATERAL (SELECT p.seq, p.tf, p.dl FROM {p} p {scoped} p.term_id = w.id '
+               f'ORDER BY p.impact DESC LIMIT %s) s), ' + _top_sql(c))
         return sql, [terms, idfs, avg] + params + [per_word, k]
 
     def _scoped_lexical_sql(self, terms: list[str], idfs: list[float], avg: float, k: int, where: dict, scope: int,
@@ -514,23 +524,18 @@ class PostgresStore(VectorStore):
         into the other on its row estimates)."""
         condition, params = where_sql(where, 'c.metadata')
         c, t, p = self.chunks_table, self.terms_table, self.postings_table
-        saturation = lambda length: f'{BM25_K1} * (1 - {BM25_B} + {BM25_B} * {length} / %s::float8)'  # noqa: E731
-        top = (f'top AS (SELECT seq, sum(part) AS score FROM hits GROUP BY seq ORDER BY score DESC, seq LIMIT %s) '
-               f'SELECT c.id, c.document, c.metadata, top.score FROM top JOIN {c} c ON c.seq = top.seq '
-               f'ORDER BY top.score DESC, c.id')
         if postings < POSTINGS_PER_SCOPED_CHUNK * max(scope, 1):
             sql = (f'WITH q AS MATERIALIZED (SELECT w.id, q.idf FROM unnest(%s::text[], %s::float8[]) AS q(term, idf) '
                    f'JOIN {t} w ON w.term = q.term), '
                    f'allowed AS MATERIALIZED (SELECT c.seq FROM {c} c WHERE {condition}), '
-                   f'hits AS (SELECT x.seq, q.idf * x.tf / (x.tf + {saturation("x.dl")}) AS part FROM q '
+                   f'hits AS (SELECT x.seq, {_bm25_part("x.tf", "x.dl")} AS part FROM q '
                    f'CROSS JOIN LATERAL (SELECT p.seq, p.tf, p.dl FROM {p} p WHERE p.term_id = q.id OFFSET 0) x '
-                   f'WHERE x.seq IN (SELECT seq FROM allowed)), ' + top)
+                   f'WHERE x.seq IN (SELECT seq FROM allowed)), ' + _top_sql(c))
             return sql, [terms, idfs] + params + [avg, k]
-        tf = 'cardinality(l.positions)'
         sql = (f'WITH q AS (SELECT * FROM unnest(%s::text[], %s::float8[]) AS q(term, idf)), '
-               f'hits AS (SELECT c.seq, q.idf * {tf} / ({tf} + {saturation("c.n_terms")}) AS part '
+               f'hits AS (SELECT c.seq, {_bm25_part("cardinality(l.positions)", "c.n_terms")} AS part '
                f"FROM {c} c CROSS JOIN LATERAL unnest(ts_filter(setweight(c.tsv, 'A', %s::text[]), '{{a}}')) l "
-               f'JOIN q ON q.term = l.lexeme WHERE ({condition}) AND c.tsv @@ %s::tsquery), ' + top)
+               f'JOIN q ON q.term = l.lexeme WHERE ({condition}) AND c.tsv @@ %s::tsquery), ' + _top_sql(c))
         return sql, [terms, idfs, avg, terms] + params + [' | '.join(_quote(term) for term in terms), k]
 
     # ---- writes ------------------------------------------------------------------------------------------------------
