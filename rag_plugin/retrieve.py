@@ -9,10 +9,14 @@ are). For other stores it is the store's own ``relevance_score`` (LangChain's 0.
 :class:`HybridRetriever` (the default on Chroma and PostgreSQL stores: any :class:`~rag_plugin.store.CorpusStore`) ranks
 by a fusion of dense similarity and BM25, so exact identifiers such as error codes and SKUs are found even when
 embeddings rank them low; ``score`` stays the cosine similarity, and ``metadata['rank_score']`` holds the fused score
-that ordered the results.
+that ordered the results. Its BM25 search runs in a worker thread while the query is embedded and the dense search
+runs (:func:`beside`): on PostgreSQL both searches are the server's work, so a retrieval waits for the slower of the
+two instead of their sum.
 """
 from __future__ import annotations
 
+import threading
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -28,6 +32,36 @@ from rag_plugin.text import tokens, weight_share
 
 __all__ = ['DenseRetriever', 'Fusion', 'HybridRetriever', 'LexicalIndex', 'default_retriever', 'matches',
            'scope_filter', '_bm25s']
+
+
+SIDE_THREADS = 16
+"""Worker threads :func:`beside` may run at once, across all retrievers of the process."""
+_side_slots = threading.BoundedSemaphore(SIDE_THREADS)
+
+
+def beside(fn: Callable[..., Any], *args: Any) -> Future:
+    """Start ``fn(*args)`` in a worker thread while the caller goes on, and return its future. When
+    :data:`SIDE_THREADS` workers are already running (many sessions retrieving at once), ``fn`` runs at once in the
+    caller's thread instead: under load nothing waits in a queue behind other sessions' searches. A worker is a
+    daemon thread of its own (starting one costs well under a millisecond), so none outlives the process."""
+    future: Future = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(fn(*args))
+        except BaseException as error:  # noqa: BLE001 - handed to the caller through the future
+            future.set_exception(error)
+
+    if not _side_slots.acquire(blocking=False):
+        run()
+        return future
+    future.add_done_callback(lambda _: _side_slots.release())
+    try:
+        threading.Thread(target=run, name='rag-search', daemon=True).start()
+    except BaseException:
+        _side_slots.release()
+        raise
+    return future
 
 
 def _scored(doc: Document, score: float, **extra: Any) -> Document:
@@ -145,6 +179,16 @@ class HybridRetriever:
         docs = self.store.get([hit.chunk_id for hit in hits], cached=True)
         return {hit.chunk_id: (docs[hit.chunk_id], hit.cosine, hit.embedding) for hit in hits if hit.chunk_id in docs}
 
+    def _lexical(self, query: str, n: int, filter: Optional[dict]) -> list[tuple[Document, float]]:
+        """The store's ``n`` best chunks by BM25; with adaptive fusion, the statistics of the query's words that
+        :meth:`_fuse` reads are looked up here too (on PostgreSQL each is a query, remembered by the store)."""
+        hits = self.store.lexical_search(query, n, filter, refresh=False)
+        if self.fusion.method == 'convex' and self.fusion.adaptive:
+            for term in dict.fromkeys(tokens(query)):
+                if self.lexical.knows(term):
+                    self.lexical.idf(term)
+        return hits
+
     def retrieve(self, query: str, k: int, filter: Optional[dict] = None) -> list[Document]:
         """Return the ``k`` best chunks by fused rank, each with ``score`` (cosine) and ``rank_score`` (fused)."""
         for hook in self.before_search:
@@ -153,9 +197,13 @@ class HybridRetriever:
         if total == 0:
             return []
         n = min(max(self.depth, k), total)
-        query_vector = self.embeddings.embed_query(query)
-        dense = self._dense(query_vector, n, filter)
-        fused = self._fuse(dense, self.store.lexical_search(query, n, filter, refresh=False), query)
+        lexical = beside(self._lexical, query, n, filter)
+        try:
+            query_vector = self.embeddings.embed_query(query)
+            dense = self._dense(query_vector, n, filter)
+        finally:
+            wait([lexical])  # never leave a search running past this call
+        fused = self._fuse(dense, lexical.result(), query)
         ranked = sorted(fused, key=lambda cid: -fused[cid])
         keep = ranked[:max(2 * k, k + 4)] if self.mmr else ranked[:k]
         # Chunks only BM25 found: read their embeddings so their score is on the same cosine scale.

@@ -121,6 +121,54 @@ def test_lexical_index_follows_ingestion(make_rag):
     assert _rank(rag.run_retrieval('ZQX-991 flux capacitor', k=4), 'ZQX-991') is None
 
 
+def test_bm25_runs_beside_the_dense_search_and_gives_the_sequential_results(make_rag, monkeypatch):
+    import threading
+    from concurrent.futures import Future
+
+    import rag_plugin.retrieve as retrieve
+    rag = make_rag()
+    store = rag.retriever.store
+    seen: dict = {}
+    search = store.lexical_search
+
+    def lexical_search(*args, **kwargs):
+        seen['thread'] = threading.current_thread().name
+        return search(*args, **kwargs)
+    monkeypatch.setattr(store, 'lexical_search', lexical_search)
+    questions = ['What does NN-7720 mean?', 'How big can the offline cache get?', 'webhook retries']
+    concurrent = [[(d.metadata['chunk_id'], d.metadata['rank_score']) for d in rag.run_retrieval(q, k=4)]
+                  for q in questions]
+    assert seen['thread'] == 'rag-search'  # the BM25 search ran in a worker thread
+
+    def inline(fn, *args):
+        done: Future = Future()
+        done.set_result(fn(*args))
+        return done
+    monkeypatch.setattr(retrieve, 'beside', inline)
+    sequential = [[(d.metadata['chunk_id'], d.metadata['rank_score']) for d in rag.run_retrieval(q, k=4)]
+                  for q in questions]
+    assert seen['thread'] == threading.current_thread().name
+    assert concurrent == sequential
+
+
+def test_beside_runs_in_the_caller_when_every_worker_is_busy_and_hands_errors_back():
+    import threading
+
+    from rag_plugin.retrieve import SIDE_THREADS, beside
+    release = threading.Event()
+    busy = [beside(release.wait, 10) for _ in range(SIDE_THREADS)]
+    try:
+        inline = beside(lambda: threading.current_thread().name)
+        assert inline.done() and inline.result() == threading.current_thread().name
+    finally:
+        release.set()
+    assert all(f.result(timeout=10) for f in busy)
+    assert beside(lambda: threading.current_thread().name).result(timeout=10) == 'rag-search'  # slots came back
+    failed = beside(lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        failed.result(timeout=10)
+
+
 @pytest.mark.parametrize('question, abstains', [
     ('Is there an Apple Watch app for Nimbus Notes?', True),       # close to the domain, not in the documents
     ('Does Nimbus Notes have a Kanban board view?', True),
