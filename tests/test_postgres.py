@@ -210,15 +210,29 @@ def test_a_narrow_filter_is_searched_exactly_with_either_lexical_plan(both_store
     for store in both_stores.values():
         store.upsert(ids, vectors, documents, metadatas)
     pg, chroma = both_stores['postgres'], both_stores['chroma']
-    found = 0
+    queries: list = []
+    plan_sql = pg._scoped_lexical_sql
+
+    def recorded(*args, **kwargs):
+        queries.append(args[-1] if len(args) == 8 else kwargs.get('chosen'))
+        return plan_sql(*args, **kwargs)
+    monkeypatch.setattr(pg, '_scoped_lexical_sql', recorded)
+    found, passes = 0, []
     for where in [{'tenant': 't1'}, {'$and': [{'tenant': {'$in': ['t0', 't2']}}, {'source_id': 'guide1.md'}]}]:
         assert pg.scope_size(where) < postgres.SMALL_SCOPE
-        for query in ('team refunds storage', 'error E-4021 sync token', 'workspace audit log exports'):
+        for query in ('team refunds storage', 'error E-4021 sync token', 'workspace audit log exports',
+                      'note on team refunds with error E-4021'):
             plans = []
             for ratio in (10 ** 9, 0):  # postings always, chunk words always
-                monkeypatch.setattr(postgres, 'POSTINGS_PER_SCOPED_CHUNK', ratio)
-                plans.append([(d.metadata['chunk_id'], round(s, 6)) for d, s in pg.lexical_search(query, 5, where)])
-            assert plans[0] == plans[1], (where, query)
+                # Every word chooses the chunks; words in half the chunks only score them; in 5 % of them
+                # (most words here: the scope is searched a second time when the first cannot be the answer).
+                for share in (2.0, 0.5, 0.05):
+                    monkeypatch.setattr(postgres, 'POSTINGS_PER_SCOPED_CHUNK', ratio)
+                    monkeypatch.setattr(postgres, 'COMMON_SHARE', share)
+                    del queries[:]
+                    plans.append([(d.metadata['chunk_id'], round(s, 6)) for d, s in pg.lexical_search(query, 5, where)])
+                    passes.append([chosen is not None for chosen in queries])
+            assert all(plan == plans[0] for plan in plans), (where, query)
             found += len(plans[0])
             exact = chroma.lexical_search(query, 5, where)  # bm25s in float32: compare to 3 decimals
             assert [round(s, 3) for _, s in plans[0]] == [round(s, 3) for _, s in exact], (where, query)
@@ -231,6 +245,19 @@ def test_a_narrow_filter_is_searched_exactly_with_either_lexical_plan(both_store
             expected = sorted(cosines, key=lambda i: -cosines[i])[:4]
             assert [h.chunk_id for h in pg.dense_search(list(vector), 4, where)] == expected
     assert found >= 20
+    assert [True, False] in passes  # a first pass that could not be shown to be the answer, and the second
+    # 'note' is in most chunks: it only adds to the scores of the chunks 'workspace' finds, and that one pass is the
+    # answer (its second score is above what 'note' alone can give).
+    where = {'tenant': 't1'}
+    for ratio in (10 ** 9, 0):
+        monkeypatch.setattr(postgres, 'POSTINGS_PER_SCOPED_CHUNK', ratio)
+        monkeypatch.setattr(postgres, 'COMMON_SHARE', 0.5)
+        del queries[:]
+        first = [(d.metadata['chunk_id'], round(s, 6)) for d, s in pg.lexical_search('workspace notes', 2, where)]
+        assert len(queries) == 1 and queries[0] and len(queries[0]) == 1
+        monkeypatch.setattr(postgres, 'COMMON_SHARE', 2.0)
+        assert first == [(d.metadata['chunk_id'], round(s, 6)) for d, s in pg.lexical_search('workspace notes', 2,
+                                                                                             where)]
 
 
 def test_the_scope_of_a_filter_is_counted_again_after_a_write(pg_store, embeddings):

@@ -77,6 +77,12 @@ POSTINGS_PER_SCOPED_CHUNK = 25
 """int: within a small scope, lexical search reads the query words' postings (and keeps those in the scope) when they
 number fewer than this many per chunk in the scope, and otherwise scores each chunk of the scope from its own ``tsv``:
 on the 100,000-chunk scale store, reading a posting cost about 0.4 us and scoring a chunk from its words about 10 us."""
+COMMON_SHARE = 0.5
+"""float: within a small scope, the query words that at least this share of the collection's chunks hold (a product
+name on every page) do not choose which chunks are scored, only add to their scores. The answer stays exact: a chunk
+holding none of the other words scores less than the sum of those words' IDFs (a BM25 word score is below its IDF), so
+when the last of the ``k`` best scores reaches that sum, no chunk left out could have entered; when it does not, or
+fewer than ``k`` chunks were found, the scope is scored again with every word."""
 _NAME = re.compile(r'^[a-z][a-z0-9_]{0,39}$')
 
 
@@ -118,10 +124,10 @@ def tsvector_literal(terms: Sequence[str]) -> str:
     return ' '.join(f'{_quote(t)}:{",".join(map(str, p))}' if p else _quote(t) for t, p in positions.items())
 
 
-def _bm25_part(tf: str, length: str) -> str:
-    """SQL for one query word's BM25 score in a chunk: ``q.idf`` times the saturated count ``tf`` of a chunk of
+def _bm25_part(tf: str, length: str, idf: str = 'q.idf') -> str:
+    """SQL for one query word's BM25 score in a chunk: ``idf`` times the saturated count ``tf`` of a chunk of
     ``length`` words (the average length is the one ``%s`` parameter)."""
-    return f'q.idf * {tf} / ({tf} + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * {length} / %s::float8))'
+    return f'{idf} * {tf} / ({tf} + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * {length} / %s::float8))'
 
 
 def _top_sql(chunks_table: str) -> str:
@@ -495,10 +501,9 @@ class PostgresStore(VectorStore):
         with self.connection() as conn:
             scope = self.scope_size(where, conn) if where else SMALL_SCOPE
             if scope < SMALL_SCOPE:
-                sql, args = self._scoped_lexical_sql(terms, idfs, avg, k, where, scope, sum(df.values()))
+                rows = self._scoped_lexical(conn, terms, idfs, [df[t] for t in terms], avg, k, where, scope)
             else:
-                sql, args = self._best_postings_sql(terms, idfs, avg, k, where)
-            rows = conn.execute(sql, args).fetchall()
+                rows = conn.execute(*self._best_postings_sql(terms, idfs, avg, k, where)).fetchall()
         return [(Document(page_content=text, metadata=metadata), float(score))
                 for _, text, metadata, score in rows if score > 0]
 
@@ -515,28 +520,52 @@ class PostgresStore(VectorStore):
                f'ORDER BY p.impact DESC LIMIT %s) s), ' + _top_sql(c))
         return sql, [terms, idfs, avg] + params + [per_word, k]
 
+    def _scoped_lexical(self, conn: Any, terms: list[str], idfs: list[float], dfs: list[int], avg: float, k: int,
+                        where: dict, scope: int) -> list[tuple]:
+        """Exact BM25 over the ``scope`` chunks that pass a filter: the chunks holding a query word other than the
+        :data:`COMMON_SHARE` ones are scored first, and the whole scope only when that cannot be shown to be the
+        answer (see :data:`COMMON_SHARE`)."""
+        common = [i for i, df in enumerate(dfs) if df >= COMMON_SHARE * self._n]
+        if common and len(common) < len(terms):
+            chosen = [t for i, t in enumerate(terms) if i not in common]
+            postings = sum(df for i, df in enumerate(dfs) if i not in common)
+            rows = conn.execute(*self._scoped_lexical_sql(terms, idfs, avg, k, where, scope, postings,
+                                                          chosen)).fetchall()
+            if len(rows) == k and rows[-1][3] >= sum(idfs[i] for i in common):
+                return rows
+        return conn.execute(*self._scoped_lexical_sql(terms, idfs, avg, k, where, scope, sum(dfs))).fetchall()
+
     def _scoped_lexical_sql(self, terms: list[str], idfs: list[float], avg: float, k: int, where: dict, scope: int,
-                            postings: int) -> tuple[str, list]:
-        """Exact BM25 over the chunks that pass a filter: from the query words' postings (``postings`` rows) kept if
-        their chunk passes it, or, when those outnumber the ``scope`` chunks :data:`POSTINGS_PER_SCOPED_CHUNK` times,
-        from the words of each chunk in the scope that holds a query word (its ``tsv``). Both give the scores of
-        the full-corpus lexical search; the plans are fixed here (``OFFSET 0`` keeps the planner from turning one
-        into the other on its row estimates)."""
+                            postings: int, chosen: Optional[list[str]] = None) -> tuple[str, list]:
+        """Exact BM25 over the chunks that pass a filter and hold one of the ``chosen`` query words (default: any):
+        from those words' postings (``postings`` rows) kept if their chunk passes it, or, when those outnumber the
+        ``scope`` chunks :data:`POSTINGS_PER_SCOPED_CHUNK` times, from the words of each chunk in the scope (its
+        ``tsv``). Both give the scores of the full-corpus lexical search; the plans are fixed here (``OFFSET 0``
+        keeps the planner from turning one into the other on its row estimates)."""
         condition, params = where_sql(where, 'c.metadata')
         c, t, p = self.chunks_table, self.terms_table, self.postings_table
+        chosen = terms if chosen is None else chosen
         if postings < POSTINGS_PER_SCOPED_CHUNK * max(scope, 1):
-            sql = (f'WITH q AS MATERIALIZED (SELECT w.id, q.idf FROM unnest(%s::text[], %s::float8[]) AS q(term, idf) '
-                   f'JOIN {t} w ON w.term = q.term), '
-                   f'allowed AS MATERIALIZED (SELECT c.seq FROM {c} c WHERE {condition}), '
-                   f'hits AS (SELECT x.seq, {_bm25_part("x.tf", "x.dl")} AS part FROM q '
-                   f'CROSS JOIN LATERAL (SELECT p.seq, p.tf, p.dl FROM {p} p WHERE p.term_id = q.id OFFSET 0) x '
-                   f'WHERE x.seq IN (SELECT seq FROM allowed)), ' + _top_sql(c))
-            return sql, [terms, idfs] + params + [avg, k]
+            q = (f'q AS MATERIALIZED (SELECT w.id, q.idf, q.term = ANY(%s::text[]) AS chosen '
+                 f'FROM unnest(%s::text[], %s::float8[]) AS q(term, idf) JOIN {t} w ON w.term = q.term), '
+                 f'allowed AS MATERIALIZED (SELECT c.seq FROM {c} c WHERE {condition}), ')
+            found = (f'(SELECT x.seq, x.tf, x.dl, q.id, q.idf FROM q CROSS JOIN LATERAL (SELECT p.seq, p.tf, p.dl '
+                     f'FROM {p} p WHERE p.term_id = q.id OFFSET 0) x WHERE q.chosen '
+                     f'AND x.seq IN (SELECT seq FROM allowed))')
+            if len(chosen) == len(terms):
+                hits = f'hits AS (SELECT f.seq, {_bm25_part("f.tf", "f.dl", "f.idf")} AS part FROM {found} f), '
+                return 'WITH ' + q + hits + _top_sql(c), [chosen, terms, idfs] + params + [avg, k]
+            # The chunks found through the chosen words, scored with every query word (their postings, by chunk).
+            hits = (f'found AS MATERIALIZED (SELECT DISTINCT seq FROM {found} f), '
+                    f'hits AS (SELECT x.seq, {_bm25_part("x.tf", "x.dl")} AS part FROM found CROSS JOIN LATERAL '
+                    f'(SELECT p.seq, p.tf, p.dl, p.term_id FROM {p} p WHERE p.seq = found.seq '
+                    f'AND p.term_id = ANY(ARRAY(SELECT id FROM q)) OFFSET 0) x JOIN q ON q.id = x.term_id), ')
+            return 'WITH ' + q + hits + _top_sql(c), [chosen, terms, idfs] + params + [avg, k]
         sql = (f'WITH q AS (SELECT * FROM unnest(%s::text[], %s::float8[]) AS q(term, idf)), '
                f'hits AS (SELECT c.seq, {_bm25_part("cardinality(l.positions)", "c.n_terms")} AS part '
                f"FROM {c} c CROSS JOIN LATERAL unnest(ts_filter(setweight(c.tsv, 'A', %s::text[]), '{{a}}')) l "
                f'JOIN q ON q.term = l.lexeme WHERE ({condition}) AND c.tsv @@ %s::tsquery), ' + _top_sql(c))
-        return sql, [terms, idfs, avg, terms] + params + [' | '.join(_quote(term) for term in terms), k]
+        return sql, [terms, idfs, avg, terms] + params + [' | '.join(_quote(term) for term in chosen), k]
 
     # ---- writes ------------------------------------------------------------------------------------------------------
     def upsert(self, ids: Sequence[str], embeddings: Sequence[Sequence[float]], documents: Sequence[str],
