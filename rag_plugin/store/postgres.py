@@ -24,8 +24,9 @@ A filter that fewer than :data:`SMALL_SCOPE` chunks pass (a tenant, a document) 
 in plans chosen here rather than by PostgreSQL's planner (whose per-word row estimates are far off for common words):
 dense search scans the scope's vectors (an HNSW index cannot filter inside its search in pgvector 0.6), and lexical
 search scores the scope with exact BM25 either from the query words' postings or from each chunk's own ``tsv``,
-whichever reads fewer rows (:data:`POSTINGS_PER_SCOPED_CHUNK`). How many chunks pass a filter is counted once per
-filter and version.
+whichever reads fewer rows (:data:`POSTINGS_PER_SCOPED_CHUNK`); query words that half the collection's chunks hold
+only add to the scores of the chunks the other words find, as long as that is provably the exact answer
+(:data:`COMMON_SHARE`). How many chunks pass a filter is counted once per filter and version.
 
 Writes serialise on the collection's row (each write transaction updates it first), so the word counts stay right with
 several writers; ingestion also holds a PostgreSQL advisory lock (:class:`AdvisoryWriteLock`) for a whole run, so two
