@@ -14,8 +14,9 @@ team, a revision and a code) and unique ids; each copy belongs to one of 100 ``t
 Per backend: ingestion throughput (chunks/s written through the store interface, vectors given), then a fresh Python
 process (as a restarted bot replica) opens the store in a RAG and measures the time to a ready RAG, the first question
 (cold: Chroma loads its vector index and builds the BM25 index; PostgreSQL only connects), p50 / p95 retrieval at k=4
-(hybrid, query embedding included) without and with the tenant filter, and the process's resident memory (RSS) after
-the questions. PostgreSQL runs in a private ``pgserver`` (PostgreSQL 16, pgvector 0.6) unless
+(hybrid, query embedding included) without and with the tenant filter, for questions spread over both sources
+(Northwind's words are in most of the replicated chunks: the costlier case for BM25 within a filter), and the
+process's resident memory (RSS) after the questions. PostgreSQL runs in a private ``pgserver`` (PostgreSQL 16, pgvector 0.6) unless
 ``RAG_PLUGIN_DATABASE_URL`` is set; its memory is the server's, outside the bot process.
 
 ``--keep DIR`` keeps the stores (and pgserver's data folder) in DIR instead of a temporary folder; a later run with the
@@ -191,6 +192,10 @@ def main() -> int:
     parser.add_argument('--chunks', type=int, default=100_000, help='chunks per store (default: %(default)s)')
     parser.add_argument('--backends', default='chroma,postgres')
     parser.add_argument('--questions', type=int, default=40, help='questions timed per row (default: %(default)s)')
+    parser.add_argument('--question-order', choices=['spread', 'first'], default='spread',
+                        help='the questions timed: spread evenly over the sources\' questions (default), or the '
+                             'first ones (data/pdfs\' questions only: words rare in the replicated corpus, the '
+                             'cheaper case; the set of the figures before 2026-12-01)')
     parser.add_argument('--noise', type=float, default=0.01, help='sigma of the noise per dimension')
     parser.add_argument('--batch', type=int, default=2000, help='chunks per store write')
     parser.add_argument('--cache', default='.cache/eval', help='the eval stores of the source corpora')
@@ -203,7 +208,11 @@ def main() -> int:
     texts, metadatas, vectors, questions = source_chunks(
         repo_path(args.cache), [s for s in SOURCES if s[0] in wanted or 'northwind' in wanted and 'northwind' in s[0]],
         args.shared)
-    questions = questions[:args.questions + 1]
+    wanted_questions = min(len(questions), args.questions + 1)
+    if args.question_order == 'spread':  # evenly over the sources' questions (data/pdfs first, then Northwind)
+        questions = [questions[i * len(questions) // wanted_questions] for i in range(wanted_questions)]
+    else:
+        questions = questions[:wanted_questions]
     print(f'{len(texts)} source chunks, {len(questions)} questions; {args.chunks} chunks per store', file=sys.stderr)
     results: dict[str, dict] = {}
     server = None
