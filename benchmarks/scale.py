@@ -16,8 +16,8 @@ process (as a restarted bot replica) opens the store in a RAG and measures the t
 (cold: Chroma loads its vector index and builds the BM25 index; PostgreSQL only connects), p50 / p95 retrieval at k=4
 (hybrid, query embedding included) without and with the tenant filter, for questions spread over both sources
 (Northwind's words are in most of the replicated chunks: the costlier case for BM25 within a filter), and the
-process's resident memory (RSS) after the questions. PostgreSQL runs in a private ``pgserver`` (PostgreSQL 16, pgvector 0.6) unless
-``RAG_PLUGIN_DATABASE_URL`` is set; its memory is the server's, outside the bot process.
+process's resident memory (RSS) after the questions. PostgreSQL runs in a private ``pgserver`` (PostgreSQL 16,
+pgvector 0.6) unless ``RAG_PLUGIN_DATABASE_URL`` is set; its memory is the server's, outside the bot process.
 
 ``--keep DIR`` keeps the stores (and pgserver's data folder) in DIR instead of a temporary folder; a later run with the
 same DIR and ``--chunks`` finds them complete, skips the build and measures retrieval again (a 1M-chunk store takes
