@@ -46,18 +46,23 @@ def beside(fn: Callable[..., Any], *args: Any) -> Future:
     daemon thread of its own (starting one costs well under a millisecond), so none outlives the process."""
     future: Future = Future()
 
-    def run() -> None:
+    def run(slot: bool) -> None:
         try:
-            future.set_result(fn(*args))
+            try:
+                value = fn(*args)
+            finally:
+                if slot:  # free before the future is done: a caller that saw the result finds the slot free
+                    _side_slots.release()
         except BaseException as error:  # noqa: BLE001 - handed to the caller through the future
             future.set_exception(error)
+        else:
+            future.set_result(value)
 
     if not _side_slots.acquire(blocking=False):
-        run()
+        run(False)
         return future
-    future.add_done_callback(lambda _: _side_slots.release())
     try:
-        threading.Thread(target=run, name='rag-search', daemon=True).start()
+        threading.Thread(target=run, args=(True,), name='rag-search', daemon=True).start()
     except BaseException:
         _side_slots.release()
         raise
