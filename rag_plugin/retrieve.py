@@ -184,15 +184,17 @@ class HybridRetriever:
         docs = self.store.get([hit.chunk_id for hit in hits], cached=True)
         return {hit.chunk_id: (docs[hit.chunk_id], hit.cosine, hit.embedding) for hit in hits if hit.chunk_id in docs}
 
-    def _lexical(self, query: str, n: int, filter: Optional[dict]) -> list[tuple[Document, float]]:
-        """The store's ``n`` best chunks by BM25; with adaptive fusion, the statistics of the query's words that
-        :meth:`_fuse` reads are looked up here too (on PostgreSQL each is a query, remembered by the store)."""
-        hits = self.store.lexical_search(query, n, filter, refresh=False)
-        if self.fusion.method == 'convex' and self.fusion.adaptive:
-            for term in dict.fromkeys(tokens(query)):
-                if self.lexical.knows(term):
-                    self.lexical.idf(term)
-        return hits
+    def _lexical(self, query: str, n: int, filter: Optional[dict]) -> tuple[list[tuple[Document, float]], float]:
+        """The store's ``n`` best chunks by BM25, and the share of the BM25 weight the query's words earn
+        (:meth:`_known_share`); both read the store's word statistics (on PostgreSQL, queries)."""
+        return self.store.lexical_search(query, n, filter, refresh=False), self._known_share(query)
+
+    def _known_share(self, query: str) -> float:
+        """With adaptive convex fusion, the IDF-weighted share of the query's words the chunks use (1 otherwise)."""
+        if self.fusion.method != 'convex' or not self.fusion.adaptive or not query:
+            return 1.0
+        terms = list(dict.fromkeys(tokens(query)))
+        return weight_share([t for t in terms if self.lexical.knows(t)], terms, self.lexical.idf)
 
     def retrieve(self, query: str, k: int, filter: Optional[dict] = None) -> list[Document]:
         """Return the ``k`` best chunks by fused rank, each with ``score`` (cosine) and ``rank_score`` (fused)."""
@@ -208,7 +210,7 @@ class HybridRetriever:
             dense = self._dense(query_vector, n, filter)
         finally:
             wait([lexical])  # never leave a search running past this call
-        fused = self._fuse(dense, lexical.result(), query)
+        fused = self._fuse(dense, *lexical.result())
         ranked = sorted(fused, key=lambda cid: -fused[cid])
         keep = ranked[:max(2 * k, k + 4)] if self.mmr else ranked[:k]
         # Chunks only BM25 found: read their embeddings so their score is on the same cosine scale.
@@ -233,7 +235,8 @@ class HybridRetriever:
             docs = self.reranker(query, docs)
         return docs
 
-    def _fuse(self, dense: dict[str, tuple], lexical: list[tuple[Document, float]], query: str = '') -> dict[str, float]:
+    def _fuse(self, dense: dict[str, tuple], lexical: list[tuple[Document, float]], known_share: float = 1.0
+              ) -> dict[str, float]:
         dense_order = sorted(dense, key=lambda cid: -dense[cid][1])
         lexical_order = [doc.metadata.get('chunk_id') for doc, _ in lexical if doc.metadata.get('chunk_id')]
         fused: dict[str, float] = {}
@@ -247,10 +250,7 @@ class HybridRetriever:
             raise ValueError(f'unknown fusion method {self.fusion.method!r} (rrf or convex)')
         top_bm25 = max((s for _, s in lexical), default=0.0) or 1.0
         bm25 = {doc.metadata.get('chunk_id'): s / top_bm25 for doc, s in lexical}
-        lexical_weight = 1 - self.fusion.weight
-        if self.fusion.adaptive and query:
-            terms = list(dict.fromkeys(tokens(query)))
-            lexical_weight *= weight_share([t for t in terms if self.lexical.knows(t)], terms, self.lexical.idf)
+        lexical_weight = (1 - self.fusion.weight) * known_share
         for cid in set(dense) | set(bm25):
             cosine = dense[cid][1] if cid in dense else 0.0
             fused[cid] = self.fusion.weight * cosine + lexical_weight * bm25.get(cid, 0.0)

@@ -564,12 +564,11 @@ class PostgresStore(VectorStore):
                      f'AND x.seq IN (SELECT seq FROM allowed))')
             if len(chosen) == len(terms):
                 hits = f'hits AS (SELECT f.seq, {_bm25_part("f.tf", "f.dl", "f.idf")} AS part FROM {found} f), '
-                return 'WITH ' + q + hits + _top_sql(c), [chosen, terms, idfs] + params + [avg, k]
-            # The chunks found through the chosen words, scored with every query word (their postings, by chunk).
-            hits = (f'found AS MATERIALIZED (SELECT DISTINCT seq FROM {found} f), '
-                    f'hits AS (SELECT x.seq, {_bm25_part("x.tf", "x.dl")} AS part FROM found CROSS JOIN LATERAL '
-                    f'(SELECT p.seq, p.tf, p.dl, p.term_id FROM {p} p WHERE p.seq = found.seq '
-                    f'AND p.term_id = ANY(ARRAY(SELECT id FROM q)) OFFSET 0) x JOIN q ON q.id = x.term_id), ')
+            else:  # the chunks the chosen words found, scored with every query word (their postings, by chunk)
+                hits = (f'found AS MATERIALIZED (SELECT DISTINCT seq FROM {found} f), '
+                        f'hits AS (SELECT x.seq, {_bm25_part("x.tf", "x.dl")} AS part FROM found CROSS JOIN LATERAL '
+                        f'(SELECT p.seq, p.tf, p.dl, p.term_id FROM {p} p WHERE p.seq = found.seq '
+                        f'AND p.term_id = ANY(ARRAY(SELECT id FROM q)) OFFSET 0) x JOIN q ON q.id = x.term_id), ')
             return 'WITH ' + q + hits + _top_sql(c), [chosen, terms, idfs] + params + [avg, k]
         sql = (f'WITH q AS (SELECT * FROM unnest(%s::text[], %s::float8[]) AS q(term, idf)), '
                f'hits AS (SELECT c.seq, {_bm25_part("cardinality(l.positions)", "c.n_terms")} AS part '
