@@ -23,6 +23,8 @@ from rag_plugin.generate.resilient import Generation, ResilientGenerator
 from rag_plugin.guard import CorpusSignals, GuardDecision, RelevanceGuard, WordSimilarity
 from rag_plugin.history import ConversationHistory
 from rag_plugin.ingest import IngestReport, Ingestor, ledger_for
+from rag_plugin.ingest.check import check_embeddings
+from rag_plugin.ingest.fingerprint import SettingsChanged
 from rag_plugin.ingest.loaders import PDF_EXTENSIONS, file_digest
 from rag_plugin.ingest.uploads import decode_upload
 from rag_plugin.inputs import check_filter, check_question, cut_question
@@ -259,7 +261,21 @@ class RAG:
 
     # ---- validation -------------------------------------------------------------------------------------------------
     def _check_store(self) -> None:
-        """Compare the store's table, vector index and ledger (counts; chunk ids only if they differ) and say so."""
+        """Compare the store's table, vector index and ledger (counts; chunk ids only if they differ) and say so;
+        refuse embeddings that cannot search the store's vectors (another dimension: BBF's example embeds with OpenAI).
+
+        Raises:
+            SettingsChanged: the store's vectors have another dimension than the embeddings'
+        """
+        try:
+            warning = check_embeddings(self.vector_store, getattr(self.vector_store, 'embeddings', None))
+        except SettingsChanged:
+            raise
+        except Exception as e:  # noqa: BLE001 - a store that cannot be read now is reported when it is searched
+            warning = None
+            logger.warning('[RAG] Store embeddings check failed: %s: %s', type(e).__name__, e)
+        if warning:
+            logger.warning('[RAG] Store: %s', warning)
         try:
             check = self.ingestor.check_store()
         except Exception as e:  # noqa: BLE001 - a store that cannot be read now is reported when it is searched
@@ -267,6 +283,8 @@ class RAG:
             return
         if check is not None and not check.ok:
             logger.warning('[RAG] Store %s', check.summary())
+        elif check is not None and check.foreign:
+            logger.info('[RAG] Store: %s', check.foreign_note())
 
     @staticmethod
     def _check_k(k: int) -> None:
