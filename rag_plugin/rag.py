@@ -12,6 +12,7 @@ from langchain_text_splitters import TextSplitter
 from rag_plugin.augment import DEFAULT_LLM_PROMPT, PromptBuilder
 from rag_plugin.cache import SemanticCache, make_cache
 from rag_plugin.cache.stage import CacheStage, corpus_version
+from rag_plugin.channels.bbf_ui import ensure_streamlit_on_path
 from rag_plugin.citations import answer_category, list_sources, resolve_citations
 from rag_plugin.components import RAGComponents
 from rag_plugin.context import ContextEngine
@@ -162,6 +163,7 @@ class RAG:
         if vector_store is None:
             raise ValueError("RAG needs a vector store, e.g. rag_plugin.default_vector_store('vector_store')")
         self._nlp_engine = bot.nlp_engine
+        ensure_streamlit_on_path(bot)  # BBF's own UI is started as the command `streamlit`
         # each setting: the argument when given, else env RAG_PLUGIN_*, else the bot's [rag] properties, else default
         s = resolve_all(
             bot, k=k, num_previous_messages=num_previous_messages, relevance_threshold=relevance_threshold,
