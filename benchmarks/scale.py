@@ -8,8 +8,9 @@ Usage::
 The stores are built without embedding anything again: the real chunks and vectors of the eval corpora (data/pdfs and
 Northwind, as ``python -m rag_plugin eval`` caches them in ``--cache``) are replicated with a little noise on each
 vector (Gaussian, sigma ``--noise`` per dimension, re-normalised), a varied text (a copy line naming a region, a
-team, a revision and a code) and unique ids; each copy belongs to one of 100 ``tenant`` values, the filter the
-"with filter" rows use (1 % of the chunks pass it).
+team, a revision and a code) and unique ids; chunk ``i`` belongs to the ``tenant`` ``t{i % 100}``, the filter the
+"with filter" rows use (1 % of the chunks pass it, whatever the store's size: a tenant per copy left the filter
+empty when there were fewer than 8 copies).
 
 Per backend: ingestion throughput (chunks/s written through the store interface, vectors given), then a fresh Python
 process (as a restarted bot replica) opens the store in a RAG and measures the time to a ready RAG, the first question
@@ -96,7 +97,7 @@ def replicas(texts, metadatas, vectors, n: int, noise: float, seed: int = 7):
         source_id = f'copy{copy:05d}/{metadatas[j].get("source_id") or metadatas[j].get("source")}'
         chunk_id = f'r{copy:05d}-{metadatas[j].get("chunk_id") or j}'
         metadata = {**metadatas[j], 'chunk_id': chunk_id, 'source_id': source_id,
-                    'document_id': f'r{copy:05d}-{metadatas[j].get("document_id", "")}', 'tenant': f't{copy % TENANTS}'}
+                    'document_id': f'r{copy:05d}-{metadatas[j].get("document_id", "")}', 'tenant': f't{i % TENANTS}'}
         yield chunk_id, vector.tolist(), text, metadata
 
 

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import sys
+from collections import Counter
 from typing import Optional
 
 from rag_plugin.extras import MissingExtra, require
@@ -42,15 +43,19 @@ def _build_rag(args: argparse.Namespace):
     from rag_plugin import RAG, StandaloneBot, default_splitter, store_from_env
     from rag_plugin.generate.select import default_llm
     from rag_plugin.guard import DEFAULT_RELEVANCE_THRESHOLD
+    from rag_plugin.ingest.fingerprint import SettingsChanged
     bot = StandaloneBot()
     store = store_from_env(args.store)
     llm = default_llm(bot, getattr(args, 'model', None))
     threshold = getattr(args, 'threshold', None)
     trace_file = getattr(args, 'trace_file', None)
-    return RAG(bot, store, default_splitter(), llm.name, k=getattr(args, 'k', 4) or 4,
-               relevance_threshold=DEFAULT_RELEVANCE_THRESHOLD if threshold is None else threshold,
-               trace_file=(trace_file or _store_trace_path(args.store)) if hasattr(args, 'trace_file') else None,
-               cache=_answer_cache())
+    try:
+        return RAG(bot, store, default_splitter(), llm.name, k=getattr(args, 'k', 4) or 4,
+                   relevance_threshold=DEFAULT_RELEVANCE_THRESHOLD if threshold is None else threshold,
+                   trace_file=(trace_file or _store_trace_path(args.store)) if hasattr(args, 'trace_file') else None,
+                   cache=_answer_cache())
+    except SettingsChanged as e:  # a store of another embedding model (BBF's example embeds with OpenAI)
+        raise UsageError(f'{args.store}: {e}') from None
 
 
 def _answer_cache(url: Optional[str] = None):
@@ -279,6 +284,14 @@ def cmd_stats(args: argparse.Namespace) -> int:
     for r in records:
         state = '' if r.status == 'ok' else f'  [{r.status}: interrupted, repaired on next ingest]'
         print(f'  {r.n_chunks:>6} chunks  {r.source_id}  ({r.title}; {r.document_id}; {r.ingested_at}){state}')
+    named = sum(r.n_chunks + (r.prev_n_chunks or 0) for r in records)
+    foreign = corpus.foreign_chunks() if corpus is not None and (count or 0) > named else {}
+    if foreign:
+        files = Counter(str(doc.metadata.get('source_id') or '?') for doc in foreign.values())
+        print(f'{len(foreign)} chunk(s) of {len(files)} file(s) written by another tool (e.g. BBF\'s load_pdfs), not '
+              f'in the ledger: answered from as they are; ingesting their files adopts them')
+        for source, n in sorted(files.items()):
+            print(f'  {n:>6} chunks  {source}  (not in the ledger)')
     if cache_counts:
         print(_cache_counts_line(cache_counts))
     return 0

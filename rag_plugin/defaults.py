@@ -163,21 +163,32 @@ def default_embeddings(model_name_or_path: Optional[str] = None, bot=None) -> Em
 
 
 def default_vector_store(persist_directory: Optional[str] = UNSET, embeddings: Optional[Embeddings] = None,
-                         collection_name: str = DEFAULT_COLLECTION, bot=None) -> VectorStore:
+                         collection_name: Optional[str] = None, bot=None) -> VectorStore:
     """Return a Chroma store using cosine distance and a near-exact HNSW search, persisted in a folder.
+
+    A folder filled by BBF 1.5's ``RAG.load_pdfs`` (or LangChain's ``Chroma(...).add_documents``) is opened as it is:
+    its collection (``langchain``) is found, its settings are kept, and its chunks are answered from at once (see
+    :mod:`rag_plugin.store.foreign`).
 
     Args:
         persist_directory (str): the folder of the store; ``None`` keeps it in memory (default: env
             ``RAG_PLUGIN_STORE``, else the bot's ``rag.store``, else ``vector_store``)
         embeddings (Embeddings): the embedding function; :func:`default_embeddings` of the bot if none is given
-        collection_name (str): the Chroma collection
+        collection_name (str): the Chroma collection (default: ``rag_plugin``, or the one collection of the folder
+            that holds chunks, see :func:`rag_plugin.store.chroma.collection_to_open`)
         bot (Bot): the bot whose ``[rag]`` properties apply (store folder, embedding model and backend)
 
     Returns:
         langchain_chroma.Chroma: the store
+
+    Raises:
+        ValueError: no ``collection_name`` was given and the folder holds several collections with chunks
     """
+    import chromadb
     import chromadb.config
     from langchain_chroma import Chroma
+
+    from rag_plugin.store.chroma import collection_to_open
     # chromadb 0.5.4's telemetry client is incompatible with the posthog it resolves to and logs an error per
     # event; telemetry is off in the settings below, and its logger is silenced for the versions that still try.
     logging.getLogger('chromadb.telemetry.product.posthog').setLevel(logging.CRITICAL)
@@ -187,15 +198,12 @@ def default_vector_store(persist_directory: Optional[str] = UNSET, embeddings: O
         os.makedirs(persist_directory, exist_ok=True)
     settings = chromadb.config.Settings(anonymized_telemetry=False, is_persistent=bool(persist_directory),
                                         persist_directory=persist_directory or './chroma')
-    return Chroma(
-        collection_name=collection_name,
-        embedding_function=embeddings or default_embeddings(bot=bot),
-        persist_directory=persist_directory,
-        client_settings=settings,
-        # Chroma searches its HNSW graph with ef = max(10, k): about 2.5% of the true 30 nearest chunks were missed on
-        # the Northwind set, and results changed with the index's state. ef 100 finds 99.9% of them (for new stores).
-        collection_metadata={'hnsw:space': 'cosine', 'hnsw:search_ef': 100},
-    )
+    client = chromadb.Client(settings)
+    # In memory, every store of the process shares one client: only a folder's other collections are its own.
+    name, metadata = collection_to_open(client, collection_name or (None if persist_directory else DEFAULT_COLLECTION),
+                                        DEFAULT_COLLECTION)
+    return Chroma(collection_name=name, embedding_function=embeddings or default_embeddings(bot=bot), client=client,
+                  persist_directory=persist_directory, client_settings=settings, collection_metadata=metadata)
 
 
 def database_url(bot=None) -> Optional[str]:
@@ -205,7 +213,7 @@ def database_url(bot=None) -> Optional[str]:
 
 
 def store_from_env(persist_directory: Optional[str] = UNSET, embeddings: Optional[Embeddings] = None,
-                   collection_name: str = DEFAULT_COLLECTION, bot=None) -> VectorStore:
+                   collection_name: Optional[str] = None, bot=None) -> VectorStore:
     """The store the demo bot and the command line use: PostgreSQL + pgvector when env ``RAG_PLUGIN_DATABASE_URL``
     (or the bot's ``rag.database_url``) is set (:func:`rag_plugin.store.postgres_store`, collection
     ``collection_name``), else the Chroma store in ``persist_directory`` (:func:`default_vector_store`, which reads
@@ -218,7 +226,8 @@ def store_from_env(persist_directory: Optional[str] = UNSET, embeddings: Optiona
     if url is None:
         return default_vector_store(persist_directory, embeddings, collection_name, bot=bot)
     from rag_plugin.store import postgres_store  # psycopg is an optional extra
-    return postgres_store(url, collection=collection_name, embeddings=embeddings or default_embeddings(bot=bot))
+    return postgres_store(url, collection=collection_name or DEFAULT_COLLECTION,
+                          embeddings=embeddings or default_embeddings(bot=bot))
 
 
 def default_splitter(chunk_size: int = 800, chunk_overlap: int = 120) -> TextSplitter:

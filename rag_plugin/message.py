@@ -27,6 +27,16 @@ except ImportError:  # psycopg2 is BBF's dependency; without it there is no Post
     pass
 
 
+def _shown(metadata: Optional[dict]) -> dict:
+    """A fragment's metadata for BBF's UI, which reads ``metadata['source']`` and ``metadata['page']`` of every
+    document (a Markdown file has no page; an upload named only by ``source_id``): both keys are always there."""
+    metadata = metadata or {}
+    if 'source' in metadata and 'page' in metadata:
+        return metadata
+    return {**metadata, 'source': metadata.get('source') or metadata.get('source_id') or 'unknown source',
+            'page': metadata.get('page')}
+
+
 class RAGMessage:
     """The result of a RAG execution (a drop-in for BBF's, with more fields).
 
@@ -88,7 +98,7 @@ class RAGMessage:
         """Return BBF's keys (``llm_name``, ``question``, ``answer``, ``docs``) plus this plugin's fields."""
         result = RAGAnswerDict({
             'llm_name': self.llm_name, 'question': self.question, 'answer': self.answer,
-            'docs': [{'content': doc.page_content, 'metadata': doc.metadata} for doc in self.docs],
+            'docs': [{'content': doc.page_content, 'metadata': _shown(doc.metadata)} for doc in self.docs],
         })
         result.update({
             'sources': self.sources, 'confidence': self.confidence, 'abstained': self.abstained,

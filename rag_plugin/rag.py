@@ -12,6 +12,7 @@ from langchain_text_splitters import TextSplitter
 from rag_plugin.augment import DEFAULT_LLM_PROMPT, PromptBuilder
 from rag_plugin.cache import SemanticCache, make_cache
 from rag_plugin.cache.stage import CacheStage, corpus_version
+from rag_plugin.channels.bbf_ui import ensure_streamlit_on_path
 from rag_plugin.citations import answer_category, list_sources, resolve_citations
 from rag_plugin.components import RAGComponents
 from rag_plugin.context import ContextEngine
@@ -23,6 +24,8 @@ from rag_plugin.generate.resilient import Generation, ResilientGenerator
 from rag_plugin.guard import CorpusSignals, GuardDecision, RelevanceGuard, WordSimilarity
 from rag_plugin.history import ConversationHistory
 from rag_plugin.ingest import IngestReport, Ingestor, ledger_for
+from rag_plugin.ingest.check import check_embeddings
+from rag_plugin.ingest.fingerprint import SettingsChanged
 from rag_plugin.ingest.loaders import PDF_EXTENSIONS, file_digest
 from rag_plugin.ingest.uploads import decode_upload
 from rag_plugin.inputs import check_filter, check_question, cut_question
@@ -160,6 +163,7 @@ class RAG:
         if vector_store is None:
             raise ValueError("RAG needs a vector store, e.g. rag_plugin.default_vector_store('vector_store')")
         self._nlp_engine = bot.nlp_engine
+        ensure_streamlit_on_path(bot)  # BBF's own UI is started as the command `streamlit`
         # each setting: the argument when given, else env RAG_PLUGIN_*, else the bot's [rag] properties, else default
         s = resolve_all(
             bot, k=k, num_previous_messages=num_previous_messages, relevance_threshold=relevance_threshold,
@@ -259,7 +263,21 @@ class RAG:
 
     # ---- validation -------------------------------------------------------------------------------------------------
     def _check_store(self) -> None:
-        """Compare the store's table, vector index and ledger (counts; chunk ids only if they differ) and say so."""
+        """Compare the store's table, vector index and ledger (counts; chunk ids only if they differ) and say so;
+        refuse embeddings that cannot search the store's vectors (another dimension: BBF's example embeds with OpenAI).
+
+        Raises:
+            SettingsChanged: the store's vectors have another dimension than the embeddings'
+        """
+        try:
+            warning = check_embeddings(self.vector_store, getattr(self.vector_store, 'embeddings', None))
+        except SettingsChanged:
+            raise
+        except Exception as e:  # noqa: BLE001 - a store that cannot be read now is reported when it is searched
+            warning = None
+            logger.warning('[RAG] Store embeddings check failed: %s: %s', type(e).__name__, e)
+        if warning:
+            logger.warning('[RAG] Store: %s', warning)
         try:
             check = self.ingestor.check_store()
         except Exception as e:  # noqa: BLE001 - a store that cannot be read now is reported when it is searched
@@ -267,6 +285,8 @@ class RAG:
             return
         if check is not None and not check.ok:
             logger.warning('[RAG] Store %s', check.summary())
+        elif check is not None and check.foreign:
+            logger.info('[RAG] Store: %s', check.foreign_note())
 
     @staticmethod
     def _check_k(k: int) -> None:

@@ -27,6 +27,7 @@ from langchain_core.vectorstores import VectorStore
 
 from rag_plugin.store import CorpusStore, LexicalIndex, chroma_space, corpus_store, matches, scope_filter
 from rag_plugin.store.chroma import DISTANCE_TO_COSINE
+from rag_plugin.store.foreign import as_ours
 from rag_plugin.store.lexical import _bm25s
 from rag_plugin.text import tokens, weight_share
 
@@ -109,7 +110,10 @@ class DenseRetriever:
             pairs = self.vector_store.similarity_search_with_score(query, k=k, **kwargs)
         else:
             pairs = self.vector_store.similarity_search_with_relevance_scores(query, k=k, **kwargs)
-        return [_scored(doc, score) for doc, score in sorted(pairs, key=lambda pair: -pair[1])]
+        # A chunk another tool wrote (BBF's load_pdfs) is read as ours: file name, 1-based page, its id when known.
+        return [_scored(Document(page_content=doc.page_content,
+                                 metadata=as_ours(getattr(doc, 'id', None), doc.metadata) or {}), score)
+                for doc, score in sorted(pairs, key=lambda pair: -pair[1])]
 
 
 @dataclass
@@ -210,8 +214,9 @@ class HybridRetriever:
             dense = self._dense(query_vector, n, filter)
         finally:
             wait([lexical])  # never leave a search running past this call
-        fused = self._fuse(dense, *lexical.result())
-        ranked = sorted(fused, key=lambda cid: -fused[cid])
+        lexical_hits, known_share = lexical.result()
+        fused = self._fuse(dense, lexical_hits, known_share)
+        ranked = _distinct(sorted(fused, key=lambda cid: -fused[cid]), dense, lexical_hits)
         keep = ranked[:max(2 * k, k + 4)] if self.mmr else ranked[:k]
         # Chunks only BM25 found: read their embeddings so their score is on the same cosine scale.
         missing = [cid for cid in keep if cid not in dense or dense[cid][2] is None and self.mmr]
@@ -255,6 +260,22 @@ class HybridRetriever:
             cosine = dense[cid][1] if cid in dense else 0.0
             fused[cid] = self.fusion.weight * cosine + lexical_weight * bm25.get(cid, 0.0)
         return fused
+
+
+def _distinct(ranked: list[str], dense: dict[str, tuple], lexical: list[tuple[Document, float]]) -> list[str]:
+    """The ranked chunk ids without copies: a chunk with the same text, source and page as a better one is left out
+    (a store filled by BBF 1.5 holds every chunk once per bot start: four fragments would be two)."""
+    docs = {doc.metadata.get('chunk_id'): doc for doc, _ in lexical}
+    docs.update({cid: hit[0] for cid, hit in dense.items()})
+    seen: set = set()
+    out = []
+    for cid in ranked:
+        doc = docs.get(cid)
+        key = (doc.page_content, doc.metadata.get('source_id'), doc.metadata.get('page')) if doc is not None else cid
+        if key not in seen:
+            seen.add(key)
+            out.append(cid)
+    return out
 
 
 def default_retriever(vector_store: VectorStore, **kwargs: Any):

@@ -38,3 +38,25 @@ def test_scale_benchmark_keeps_and_reuses_its_store(tmp_path):
         if (keep / 'pg').is_dir():
             pgserver.get_server(keep / 'pg', cleanup_mode='stop').cleanup()
         shutil.rmtree(keep, ignore_errors=True)
+
+
+def test_every_tenant_filter_passes_one_percent_whatever_the_size():
+    """The "with filter" rows filter on one tenant: with fewer copies of the sources than tenants (a small run), a
+    tenant per copy left most tenants empty and the Chroma probe got no chunks for its filtered questions."""
+    from collections import Counter
+
+    from benchmarks.scale import TENANTS, replicas
+    texts = [f'chunk {j} about storage limits' for j in range(43)]
+    vectors = [[1.0 if d == j % 8 else 0.0 for d in range(8)] for j in range(43)]
+    for n in (300, 1000, 4300):
+        tenants = Counter(m['tenant'] for _, _, _, m in replicas(texts, [{'source': 'a.pdf'}] * 43, vectors, n, 0.01))
+        assert len(tenants) == TENANTS and set(tenants.values()) == {n // TENANTS}, (n, tenants)
+
+
+def test_scale_benchmark_on_chroma_answers_plain_and_filtered_questions(tmp_path):
+    command = [sys.executable, 'benchmarks/scale.py', '--chunks', '1000', '--backends', 'chroma', '--questions', '5',
+               '--sources', 'data/pdfs', '--cache', str(tmp_path / 'cache'), '--json', str(tmp_path / 'run.json')]
+    done = subprocess.run(command, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = json.loads((tmp_path / 'run.json').read_text())['results']['chroma']
+    assert run['chunks'] == 1000 and len(run['plain']) == len(run['filtered']) == 5

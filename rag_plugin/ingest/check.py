@@ -5,16 +5,25 @@ Chroma keeps a chunk twice: a row in its SQLite table (text, metadata, embedding
 and the ledger say it is stored (what two writers at once without the write lock leave behind). :func:`check_store`
 compares counts first (cheap, at start-up) and names the chunks only when they differ or when asked;
 :meth:`rag_plugin.ingest.Ingestor.repair_store` (``python -m rag_plugin ingest --repair``) fixes what it finds.
+
+Chunks another tool wrote (BBF 1.5's ``load_pdfs``: no ledger row, no chunk id of ours) are not damage: they are
+reported apart (``foreign``), answered from as they are, and adopted when their files are ingested.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from langchain_core.vectorstores import VectorStore
 
+from rag_plugin.ingest.fingerprint import SettingsChanged
 from rag_plugin.ingest.ledger import Ledger
 from rag_plugin.store import chroma_internals
+from rag_plugin.text import cosine
+
+SAME_MODEL_COSINE = 0.9
+"""float: a chunk's stored vector and the embeddings' vector of its own text are at least this close when the same
+model made them (1.0 up to rounding for a plain-text vector; chunk headers embedded with the text move it less)."""
 
 
 @dataclass
@@ -30,7 +39,9 @@ class StoreCheck:
         missing_from_index (list[str]): in the table, not in the index: never found by similarity search
         index_only (list[str]): in the index, not in the table: deleted chunks the index still returns
         missing_from_table (list[str]): named by an ``ok`` ledger row, not in the table
-        orphans (list[str]): in the table, named by no ledger row
+        orphans (list[str]): in the table, named by no ledger row, written by this plugin
+        foreign (list[str]): in the table, written by another tool (BBF's ``load_pdfs``): not in the ledger, answered
+            from as they are; ingesting their files adopts them
     """
     table: int
     index: int
@@ -41,6 +52,7 @@ class StoreCheck:
     index_only: list[str] = field(default_factory=list)
     missing_from_table: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
+    foreign: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -49,11 +61,21 @@ class StoreCheck:
             return not (self.missing_from_index or self.index_only or self.missing_from_table or self.orphans)
         return self.table == self.index == self.ledger
 
+    def foreign_note(self) -> str:
+        """What the foreign chunks are and what to do with them ('' when there are none)."""
+        if not self.foreign:
+            return ''
+        return (f'{len(self.foreign)} chunk(s) written by another tool (e.g. BBF\'s load_pdfs) are not in the ledger: '
+                f'they are answered from as they are; ingesting their files (python -m rag_plugin ingest FOLDER, or '
+                f'rag.load_pdfs) adopts them')
+
     def summary(self) -> str:
         """One line: the counts and, when they differ, what differs."""
         line = f'table {self.table}, vector index {self.index}, ledger {self.ledger} chunk(s)'
         if self.pending:
             line += f'; {len(self.pending)} interrupted ingestion(s), repaired on the next ingest'
+        if self.foreign:
+            line += f'; {self.foreign_note()}'
         if self.ok:
             return f'consistent: {line}'
         parts = [f'{len(ids)} {what}' for what, ids in (
@@ -68,7 +90,7 @@ class StoreCheck:
         return {'ok': self.ok, 'table': self.table, 'index': self.index, 'ledger': self.ledger,
                 'pending': self.pending, 'missing_from_index': self.missing_from_index,
                 'index_only': self.index_only, 'missing_from_table': self.missing_from_table,
-                'orphans': self.orphans}
+                'orphans': self.orphans, 'foreign': self.foreign}
 
 
 def check_store(vector_store: VectorStore, ledger: Ledger, detail: bool = False) -> Optional[StoreCheck]:
@@ -100,7 +122,9 @@ def check_store(vector_store: VectorStore, ledger: Ledger, detail: bool = False)
     found.missing_from_index = sorted(table - index)
     found.index_only = sorted(index - table)
     found.missing_from_table = sorted(required - table)
-    found.orphans = sorted(table - allowed)
+    unlisted = table - allowed
+    found.foreign = sorted(store.foreign_chunks(sorted(unlisted))) if unlisted else []
+    found.orphans = sorted(unlisted - set(found.foreign))
     return found
 
 
@@ -134,3 +158,45 @@ class StoreRepair:
         """The repair as plain data (for ``--json``)."""
         return {'before': self.before.to_dict(), 'after': self.after.to_dict(), 'reembedded': self.reembedded,
                 'deleted': self.deleted, 'to_reingest': self.to_reingest}
+
+
+def check_embeddings(vector_store: VectorStore, embeddings: Any) -> Optional[str]:
+    """Whether the embeddings given can search a Chroma store's vectors.
+
+    A store another tool filled may hold vectors of another model: BBF's example bot embeds with OpenAI. Vectors of
+    another size cannot be searched at all (every question would fail); vectors of the same size from another model
+    would be searched as if they meant something. One stored chunk is read and its text embedded again.
+
+    Args:
+        vector_store (VectorStore): the store (other stores than Chroma are not checked)
+        embeddings (Embeddings): the embeddings that will embed the questions
+
+    Returns:
+        str | None: a warning when a chunk's text embedded again is far from its stored vector (another model, or a
+        text embedded with something added), else None
+
+    Raises:
+        SettingsChanged: the stored vectors have another dimension than the embeddings' (the message says what to do)
+    """
+    store = chroma_internals(vector_store)
+    if store is None or embeddings is None:
+        return None
+    sample = store.sample(1)
+    if not sample:
+        return None
+    chunk_id, doc, stored = sample[0]
+    fresh = embeddings.embed_query(doc.page_content)
+    if len(fresh) != len(stored):
+        raise SettingsChanged(
+            f'the store holds {len(stored)}-dimensional vectors and the embeddings given make {len(fresh)}-dimensional '
+            f'ones: open the store with the embeddings it was built with (a BBF bot built with OpenAI passes '
+            f'OpenAIEmbeddings(...), e.g. default_vector_store(folder, embeddings=...)), or ingest the files again '
+            f'into a new store with these')
+    similarity = cosine(fresh, stored)
+    # This plugin embeds its chunks with headers above the text (and records its model): only another tool's
+    # plain-text vectors are compared.
+    if similarity < SAME_MODEL_COSINE and store.foreign_chunks([chunk_id]):
+        return (f'a stored chunk\'s vector is far from what the embeddings given make of its text (cosine '
+                f'{similarity:.2f}): the store was probably built with another embedding model; answers will be poor '
+                f'until it is opened with that model or its files are ingested again into a new store')
+    return None

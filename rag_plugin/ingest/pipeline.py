@@ -30,6 +30,7 @@ from rag_plugin.ingest.parsing import ParsePool, default_workers
 from rag_plugin.ingest.store import DEFAULT_LOCK_TIMEOUT, ChromaRefresher, write_lock_for
 from rag_plugin.section_spans import SECTION_SPANS_KEY, encode_spans
 from rag_plugin.store import chroma_internals, chroma_store, corpus_store
+from rag_plugin.store.foreign import file_name
 
 logger = logging.getLogger(__name__)
 
@@ -62,12 +63,17 @@ class IngestReport:
         chunks_added (int): chunks written to the store
         chunks_unchanged (int): chunks already in the store and left alone
         chunks_removed (int): chunks deleted (replaced versions and, with ``sync``, removed files)
+        chunks_adopted (int): chunks another tool wrote for these files (BBF's ``load_pdfs``), replaced by this
+            ingestion's (duplicates included)
+        vectors_reused (int): chunks written with the vector already stored for the same text, not embedded again
         seconds (float): wall time
     """
     files: list[FileResult] = field(default_factory=list)
     chunks_added: int = 0
     chunks_unchanged: int = 0
     chunks_removed: int = 0
+    chunks_adopted: int = 0
+    vectors_reused: int = 0
     seconds: float = 0.0
 
     @property
@@ -85,12 +91,16 @@ class IngestReport:
         return {
             'files_ok': len(self.ok), 'files_skipped': len(self.skipped), 'chunks_added': self.chunks_added,
             'chunks_unchanged': self.chunks_unchanged, 'chunks_removed': self.chunks_removed,
+            'chunks_adopted': self.chunks_adopted, 'vectors_reused': self.vectors_reused,
             'seconds': round(self.seconds, 3), 'files': [vars(f) for f in self.files],
         }
 
     def __str__(self) -> str:
         lines = [f'{len(self.ok)} file(s) ok, {len(self.skipped)} skipped; chunks: {self.chunks_added} added, '
                  f'{self.chunks_unchanged} unchanged, {self.chunks_removed} removed; {self.seconds:.1f} s']
+        if self.chunks_adopted:
+            lines.append(f'  adopted {self.chunks_adopted} chunk(s) another tool wrote for these files (BBF\'s '
+                         f'load_pdfs?); {self.vectors_reused} vector(s) reused, not embedded again')
         for f in self.files:
             detail = f'  {f.status:<9} {f.source_id}'
             detail += f'  ({f.reason})' if f.reason else f'  [{f.chunks} chunks]'
@@ -172,10 +182,12 @@ def chunk_section(start: int, length: int, headings: list, carried: Optional[str
 
 @dataclass
 class _Pending:
-    """A file version whose chunks are being written."""
+    """A file version whose chunks are being written, and the chunks another tool wrote for the file (deleted once
+    the version is in)."""
     root: str
     source_id: str
     remaining: int
+    adopted: list = field(default_factory=list)
 
 
 @dataclass
@@ -200,6 +212,7 @@ class _Run:
     pending: dict = field(default_factory=dict)  # source_id -> _Pending
     queue: list = field(default_factory=list)  # chunks parsed, not written yet
     bar: Any = None
+    foreign: Optional[dict] = None  # files' paths as another tool recorded them -> its chunks (see _foreign_of)
 
 
 class Ingestor:
@@ -211,9 +224,11 @@ class Ingestor:
         ledger (Ledger): the ingestion ledger (see :func:`ledger_for`)
         batch_size (int): chunks embedded and written per store call
         max_file_mb (float): larger files are skipped
-        contextual (bool): on Chroma stores, embed each chunk with its file name, title and section above it (the
-            stored text stays the chunk's own), so a chunk that never names its document still matches questions
-            that do (measured: README, "Retrieval quality")
+        contextual (bool): embed each chunk with its file name, title and section above it (the stored text stays
+            the chunk's own), so a chunk that never names its document still matches questions that do (measured:
+            README, "Retrieval quality"). Default: what the store was filled with (recorded in the ledger); a new
+            store gets the headers, a store another tool filled (BBF's ``load_pdfs``) keeps its plain-text vectors,
+            so that ingesting its files adopts its chunks without embedding them again
         lock_timeout (float): seconds to wait while another thread or process writes to the store before
             :class:`~rag_plugin.ingest.store.StoreBusy` (env ``RAG_PLUGIN_WRITE_LOCK_TIMEOUT``, default 300)
         parse_workers (int): processes that parse files while chunks are embedded (default: one per core but one,
@@ -229,16 +244,17 @@ class Ingestor:
     """
 
     def __init__(self, vector_store: VectorStore, splitter: TextSplitter, ledger: Ledger, batch_size: int = 128,
-                 max_file_mb: float = DEFAULT_MAX_FILE_MB, contextual: bool = True,
+                 max_file_mb: float = DEFAULT_MAX_FILE_MB, contextual: Optional[bool] = None,
                  lock_timeout: float = DEFAULT_LOCK_TIMEOUT, parse_workers: Optional[int] = None):
         self.vector_store: VectorStore = vector_store
         self.splitter: TextSplitter = splitter
         self.ledger: Ledger = ledger
         self.batch_size: int = batch_size
         self.max_file_mb: float = max_file_mb
-        self.contextual: bool = contextual
+        self.contextual: Optional[bool] = contextual
         self.parse_workers: int = default_workers() if parse_workers is None else parse_workers
         self._embedded: Optional[dict] = None  # text digest -> vector, during a run (see write_batch)
+        self._reuse: dict[str, str] = {}  # during a run: text -> id of a stored chunk (another tool's) with its vector
         self.on_change: list[Callable[[], None]] = []  # called after chunks are written or deleted
         self.write_lock = write_lock_for(vector_store, ledger.path, lock_timeout)
         self.refresher = ChromaRefresher(vector_store, self.write_lock)
@@ -311,11 +327,29 @@ class Ingestor:
         return chunks
 
     # ---- settings ---------------------------------------------------------------------------------------------------
+    def headers(self) -> bool:
+        """Whether chunks are embedded with their headers (:func:`embedding_text`): :attr:`contextual` when set,
+        else as the ledger recorded for the store, else yes unless another tool filled the store (its vectors are of
+        the chunks' plain text, and adopting them must not embed them again)."""
+        if self.contextual is not None:
+            return self.contextual
+        recorded = settings_of.loads(self.ledger.setting(settings_of.CHUNKING_KEY))
+        if recorded is not None:
+            return recorded.get('header') is not None
+        store = corpus_store(self.vector_store)
+        return store is None or not self._foreign_present(store)
+
+    def _foreign_present(self, store: Any) -> bool:
+        """Whether the store holds chunks another tool wrote (only looked for when it holds more chunks than the
+        ledger names)."""
+        named = sum(r.n_chunks + (r.prev_n_chunks or 0) for r in self.ledger.all())
+        return store.count() > named and bool(store.foreign_chunks())
+
     def store_settings(self) -> dict:
         """What the store's chunks and vectors depend on now: ``chunking`` (splitter parameters, header format) and
         ``embedding`` (model, variant); see :mod:`rag_plugin.ingest.fingerprint`."""
         store = corpus_store(self.vector_store)
-        contextual = self.contextual and getattr(store, 'embeddings', None) is not None
+        contextual = self.headers() and getattr(store, 'embeddings', None) is not None
         embeddings = getattr(store, 'embeddings', None) or getattr(self.vector_store, 'embeddings', None)
         return {settings_of.CHUNKING_KEY: settings_of.chunking_settings(self.splitter, contextual),
                 settings_of.EMBEDDING_KEY: settings_of.embedding_settings(embeddings)}
@@ -464,7 +498,7 @@ class Ingestor:
                     self.ledger.remove(root, record.source_id)
                     report.chunks_removed += len(ids)
                     report.files.append(FileResult(record.source_id, 'removed', chunks=record.n_chunks))
-        self._ingest_sources(root, sources, report, tags, progress, chunking)
+        self._ingest_sources(root, sources, report, tags, progress, chunking, adopt=True)
         report.seconds = time.perf_counter() - started
         for skipped in report.skipped:
             logger.warning('[RAG] Skipped %s: %s', skipped.source_id, skipped.reason)
@@ -488,15 +522,19 @@ class Ingestor:
             return report
 
     def _ingest_sources(self, root: str, sources: list, report: IngestReport, tags: Iterable[str], progress: bool,
-                        chunking: str, extra: Optional[dict] = None) -> None:
+                        chunking: str, extra: Optional[dict] = None, adopt: bool = False) -> None:
         """Decide, parse, chunk and write the files of a run.
 
         Files are parsed in worker processes (:class:`~rag_plugin.ingest.parsing.ParsePool`) while the chunks of those
         parsed before are embedded here. A file's ledger row is marked ``pending`` before any of its chunks is
-        written and ``ok`` once all are in, so a kill at any moment is repaired by the next run.
+        written and ``ok`` once all are in, so a kill at any moment is repaired by the next run. With ``adopt``
+        (files of a folder), chunks another tool wrote for a file (BBF's ``load_pdfs``) are replaced by the file's
+        chunks, reusing their vectors where the texts are equal, and deleted once the file's version is in.
         """
         from tqdm.auto import tqdm
         run = _Run(root, report, list(tags), extra, set(source_id for source_id, _ in sources), chunking)
+        if adopt:
+            run.foreign = self._foreign_by_path()
         files_bar = tqdm(sources, desc='Reading', unit='file', disable=not progress)
         run.bar = tqdm(total=0, desc='Embedding', unit='chunk', disable=not progress)
         self._embedded = {}
@@ -510,6 +548,7 @@ class Ingestor:
             self._flush(run, everything=True)
         finally:
             self._embedded = None
+            self._reuse = {}
             files_bar.close()
             run.bar.close()
 
@@ -525,6 +564,11 @@ class Ingestor:
                         record.chunking == run.chunking:
                     run.report.files.append(FileResult(source_id, 'unchanged', chunks=record.n_chunks))
                     run.report.chunks_unchanged += record.n_chunks
+                    copies = list(self._foreign_of(run, source_id))  # another tool added the file again
+                    if copies:
+                        self._delete(copies)
+                        run.report.chunks_adopted += len(copies)
+                        run.report.chunks_removed += len(copies)
                     continue
                 duplicate = self.ledger.find_document(document_id)
                 if duplicate and (duplicate.root, duplicate.source_id) != (run.root, source_id):
@@ -562,7 +606,9 @@ class Ingestor:
         self.ledger.begin(run.root, job.source_id, job.document_id, len(chunks), loaded.title, ingested_at,
                           job.record, run.chunking)
         run.report.files.append(FileResult(job.source_id, 'updated' if job.record else 'added', chunks=len(chunks)))
-        run.pending[job.source_id] = _Pending(run.root, job.source_id, len(chunks))
+        adopted = self._foreign_of(run, job.source_id)
+        self._reuse.update((doc.page_content, chunk_id) for chunk_id, doc in adopted.items())
+        run.pending[job.source_id] = _Pending(run.root, job.source_id, len(chunks), list(adopted))
         run.queue.extend(chunks)
         run.bar.total += len(chunks)
         run.bar.refresh()
@@ -576,7 +622,7 @@ class Ingestor:
         while run.queue and (everything or len(run.queue) >= self.batch_size):
             run.queue.sort(key=lambda c: -len(c.page_content))
             batch, run.queue = run.queue[:self.batch_size], run.queue[self.batch_size:]
-            self.write_batch(batch)
+            run.report.vectors_reused += self.write_batch(batch)
             self._changed()
             run.report.chunks_added += len(batch)
             run.bar.update(len(batch))
@@ -594,40 +640,79 @@ class Ingestor:
             raise SkipFile(f'file too large: {size / 1024 / 1024:.1f} MB > {self.max_file_mb:g} MB limit')
         return file_path.read_bytes()
 
-    def write_batch(self, chunks: list[Document]) -> None:
+    def write_batch(self, chunks: list[Document]) -> int:
         """Embed and upsert one batch of chunks under their ``chunk_id``.
 
-        On a :class:`~rag_plugin.store.CorpusStore` (Chroma, PostgreSQL) with :attr:`contextual` on, the embedded text
-        is :func:`embedding_text` (file name, title and section above the chunk) and the stored text the chunk's own;
-        other stores embed the chunk's text. During an ingestion run, a text embedded before in the run is not
-        embedded again (its vector is reused).
+        On a :class:`~rag_plugin.store.CorpusStore` (Chroma, PostgreSQL) with :meth:`headers`, the embedded text is
+        :func:`embedding_text` (file name, title and section above the chunk) and the stored text the chunk's own;
+        otherwise the chunk's text. During an ingestion run, a text embedded before in the run is not embedded again,
+        nor a text another tool's chunk of the same file holds with its vector (adoption: the vector is reused).
+
+        Returns:
+            int: how many chunks were written with a reused vector
         """
         ids = [c.metadata['chunk_id'] for c in chunks]
-        store = corpus_store(self.vector_store) if self.contextual else None
+        store = corpus_store(self.vector_store)
         embeddings = getattr(store, 'embeddings', None) if store is not None else None
         if embeddings is None:
             self.vector_store.add_documents(chunks, ids=ids)
-            return
-        texts = [embedding_text(c) for c in chunks]
+            return 0
+        reused_vectors = 0
+        texts = [embedding_text(c) for c in chunks] if self.headers() else [c.page_content for c in chunks]
         cache = self._embedded
         if cache is None:
             vectors = embeddings.embed_documents(texts)
         else:  # identical texts (boilerplate, repeated pages, copies across files) are embedded once per run
             keys = [hashlib.sha256(t.encode('utf-8')).digest() for t in texts]
             todo = {k: t for k, t in zip(keys, texts) if k not in cache}
+            reused = {k: self._reuse[t] for k, t in todo.items() if t in self._reuse}
+            if reused:
+                stored = store.embeddings_of(sorted(set(reused.values())))
+                cache.update((k, array('f', stored[i])) for k, i in reused.items() if i in stored)
+                todo = {k: t for k, t in todo.items() if k not in cache}
+                reused_vectors = sum(1 for k in keys if k in reused and k in cache)
             if todo:
                 cache.update(zip(todo, (array('f', v) for v in embeddings.embed_documents(list(todo.values())))))
             vectors = [cache[k].tolist() for k in keys]
         store.upsert(ids=ids, embeddings=vectors, documents=[c.page_content for c in chunks],
                      metadatas=[c.metadata for c in chunks])
+        return reused_vectors
 
     def _finish(self, pending: _Pending, report: IngestReport) -> None:
         record = self.ledger.get(pending.root, pending.source_id)
-        old = self._unshared_prev_ids(record)
+        old = self._unshared_prev_ids(record) + pending.adopted
         if old:
             self._delete(old)
             report.chunks_removed += len(old)
+            report.chunks_adopted += len(pending.adopted)
         self.ledger.commit(pending.root, pending.source_id)
+
+    # ---- chunks another tool wrote ----------------------------------------------------------------------------------
+    def _foreign_by_path(self) -> dict[str, dict[str, Document]]:
+        """The chunks another tool wrote into the store (BBF's ``load_pdfs``), grouped by the path it recorded as
+        their ``source`` (none looked for when the ledger names every chunk of the store)."""
+        store = corpus_store(self.vector_store)
+        if store is None or store.count() <= sum(r.n_chunks + (r.prev_n_chunks or 0) for r in self.ledger.all()):
+            return {}
+        groups: dict[str, dict[str, Document]] = {}
+        for chunk_id, doc in store.foreign_chunks().items():
+            groups.setdefault(str(doc.metadata.get('source_id') or ''), {})[chunk_id] = doc
+        return groups
+
+    def _foreign_of(self, run: '_Run', source_id: str) -> dict[str, Document]:
+        """The chunks another tool wrote for a file of this run (taken out of ``run.foreign``: adopted once).
+
+        Another tool recorded the path it was given (``./pdfs/guide.pdf``, relative to a working folder we do not
+        know): a group is the file's when that path is the file's, else when it ends with the file's path under the
+        ingested folder, else when it is the only group with the file's name."""
+        if not run.foreign:
+            return {}
+        path = Path(run.root) / source_id
+        named = [key for key in run.foreign if file_name(key) == path.name]
+        exact = [key for key in named if os.path.abspath(key) == str(path)]
+        tail = [key for key in named if key.replace('\\', '/').endswith('/' + source_id)]
+        chosen = exact or tail or (named if len(named) == 1 else [])
+        return {chunk_id: doc for key in chosen for chunk_id, doc in run.foreign.pop(key).items()}
 
 
     # ---- consistency -------------------------------------------------------------------------------------------------

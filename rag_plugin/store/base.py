@@ -46,6 +46,10 @@ class CorpusStore(Protocol):
     def find(self, where: dict, limit: Optional[int] = None) -> list[Document]:
         """Chunks whose metadata pass a filter, at most ``limit``."""
 
+    def foreign_chunks(self, ids: Optional[Sequence[str]] = None) -> dict[str, Document]:
+        """The chunks another tool wrote (no ``chunk_id`` of ours), by id, read as ours, among ``ids`` (default: all;
+        see :mod:`rag_plugin.store.foreign`); a store only this plugin writes returns none."""
+
     def upsert(self, ids: Sequence[str], embeddings: Sequence[Sequence[float]], documents: Sequence[str],
                metadatas: Sequence[dict]) -> None:
         """Write chunks (their texts, metadata and embeddings) under their ids, replacing any with the same id."""

@@ -17,6 +17,7 @@ from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
 from rag_plugin.store.base import DenseHit
+from rag_plugin.store.foreign import as_ours, is_foreign
 from rag_plugin.store.lexical import LexicalIndex
 
 logger = logging.getLogger(__name__)
@@ -44,6 +45,40 @@ def chroma_space(vector_store: VectorStore) -> Optional[str]:
     return (collection.metadata or {}).get('hnsw:space', 'l2')
 
 
+NEW_COLLECTION_METADATA = {'hnsw:space': 'cosine', 'hnsw:search_ef': 100}
+"""dict: the settings of a collection this plugin creates: cosine distance, and a near-exact HNSW search (Chroma
+searches its graph with ef = max(10, k) by default: about 2.5% of the true 30 nearest chunks were missed on the
+Northwind set, and results changed with the index's state; ef 100 finds 99.9% of them). An existing collection is
+opened with its own settings: Chroma would overwrite them, and its index keeps the distance it was built with."""
+
+
+def collection_to_open(client: Any, name: Optional[str], default: str) -> tuple[str, Optional[dict]]:
+    """Which collection of a Chroma client to open, and the metadata to create it with (None: it exists).
+
+    ``name`` given: that collection. Not given: ``default`` when it holds chunks; else the one collection that holds
+    chunks (a store filled by BBF 1.5's ``load_pdfs`` or LangChain keeps them in ``langchain``); else ``default``.
+
+    Raises:
+        ValueError: ``name`` is not given and several collections hold chunks, none of them ``default``
+    """
+    collections = [getattr(c, 'name', c) for c in client.list_collections()]
+    if name is not None or default in collections and client.get_collection(default).count() > 0:
+        name = name or default
+        return name, None if name in collections else dict(NEW_COLLECTION_METADATA)
+    filled = {n: client.get_collection(n).count() for n in collections if n != default}
+    filled = {n: count for n, count in filled.items() if count > 0}
+    if len(filled) > 1:
+        listed = ', '.join(f'{n!r} ({count} chunks)' for n, count in sorted(filled.items()))
+        raise ValueError(f'the store holds several collections ({listed}) and none named {default!r}: say which one '
+                         f'to open (collection_name=...)')
+    if filled:
+        chosen = next(iter(filled))
+        logger.info('[RAG] Opening the collection %r (%d chunks): the store has no %r collection with chunks (a '
+                    'store filled by BBF or LangChain)', chosen, filled[chosen], default)
+        return chosen, None
+    return default, None if default in collections else dict(NEW_COLLECTION_METADATA)
+
+
 def chroma_store(vector_store: Any) -> Optional['ChromaStore']:
     """A :class:`ChromaStore` over a LangChain ``Chroma`` store (with a collection), else None."""
     if is_chroma(vector_store) and getattr(vector_store, '_collection', None) is not None:
@@ -51,8 +86,15 @@ def chroma_store(vector_store: Any) -> Optional['ChromaStore']:
     return None
 
 
-def _documents(texts: Sequence[str], metadatas: Sequence[Optional[dict]]) -> list[Document]:
-    return [Document(page_content=text, metadata=metadata or {}) for text, metadata in zip(texts, metadatas)]
+_IDS_PER_READ = 5000
+"""int: chunk ids read by one ``get`` (SQLite limits the variables of a statement)."""
+
+
+def _documents(ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[Optional[dict]]) -> list[Document]:
+    """Chunks as the stages read them: a chunk another tool wrote gets its id, file name and a 1-based page
+    (:func:`rag_plugin.store.foreign.as_ours`)."""
+    return [Document(page_content=text or '', metadata=as_ours(chunk_id, metadata) or {})
+            for chunk_id, text, metadata in zip(ids, texts, metadatas)]
 
 
 class ChromaStore:
@@ -133,28 +175,57 @@ class ChromaStore:
         if not ids:
             return {}
         got = self._collection.get(ids=list(ids), include=['documents', 'metadatas'])
-        return dict(zip(got['ids'], _documents(got['documents'], got['metadatas'])))
+        return dict(zip(got['ids'], _documents(got['ids'], got['documents'], got['metadatas'])))
 
     def chunks(self) -> tuple[list[str], list[Document]]:
         """Every chunk: ``(ids, documents)`` in the same order."""
         got = self._collection.get(include=['documents', 'metadatas'])
-        return list(got['ids']), _documents(got['documents'], got['metadatas'])
+        return list(got['ids']), _documents(got['ids'], got['documents'], got['metadatas'])
 
     def metadatas(self) -> list[dict]:
         """The metadata of every chunk."""
-        return [metadata or {} for metadata in self._collection.get(include=['metadatas'])['metadatas']]
+        got = self._collection.get(include=['metadatas'])
+        return [as_ours(chunk_id, metadata) or {} for chunk_id, metadata in zip(got['ids'], got['metadatas'])]
 
     def find(self, where: dict, limit: Optional[int] = None) -> list[Document]:
         """Chunks whose metadata pass a filter, at most ``limit``."""
         got = self._collection.get(where=where, include=['documents', 'metadatas'], limit=limit)
-        return _documents(got['documents'], got['metadatas'])
+        return _documents(got['ids'], got['documents'], got['metadatas'])
+
+    def foreign_chunks(self, ids: Optional[Sequence[str]] = None) -> dict[str, Document]:
+        """The chunks another tool wrote (BBF's ``load_pdfs``, LangChain's ``add_documents``: no ``chunk_id`` in
+        their stored metadata), by id, read as ours (see :mod:`rag_plugin.store.foreign`).
+
+        Args:
+            ids (Sequence[str]): look only among these chunks (default: every chunk)
+        """
+        if ids is not None and len(ids) > _IDS_PER_READ:  # SQLite bounds the variables of one statement
+            return {k: v for start in range(0, len(ids), _IDS_PER_READ)
+                    for k, v in self.foreign_chunks(ids[start:start + _IDS_PER_READ]).items()}
+        if ids is not None and not ids:
+            return {}
+        got = self._collection.get(ids=list(ids) if ids is not None else None, include=['documents', 'metadatas'])
+        return {chunk_id: doc for chunk_id, doc, metadata in zip(
+            got['ids'], _documents(got['ids'], got['documents'], got['metadatas']), got['metadatas'])
+            if is_foreign(metadata)}
+
+    def sample(self, n: int = 1) -> list[tuple[str, Document, list[float]]]:
+        """Up to ``n`` chunks with their stored vectors: ``(id, chunk, vector)`` (to check which model made them)."""
+        got = self._collection.get(limit=n, include=['documents', 'metadatas', 'embeddings'])
+        if len(got['embeddings']) != len(got['ids']):
+            return []
+        docs = _documents(got['ids'], got['documents'], got['metadatas'])
+        return [(chunk_id, doc, list(vector)) for chunk_id, doc, vector in zip(got['ids'], docs, got['embeddings'])]
 
     def embeddings_of(self, ids: Sequence[str]) -> dict[str, list[float]]:
         """The stored embeddings of chunks, by id.
 
         Chroma lists the embeddings its vector index holds, without their ids: when the index lacks a chunk of the
         table (see ``stats --check``), each is read on its own and the chunks without one are left out."""
-        got = self._collection.get(ids=list(ids), include=['embeddings'])
+        ids = [i for i in ids if isinstance(i, str)]
+        if not ids:
+            return {}
+        got = self._collection.get(ids=ids, include=['embeddings'])
         if len(got['embeddings']) == len(got['ids']):
             return dict(zip(got['ids'], got['embeddings']))
         logger.warning('[RAG] The vector index lacks chunks of the store; run: python -m rag_plugin ingest --repair')

@@ -53,6 +53,7 @@ from langchain_core.vectorstores import VectorStore
 
 from rag_plugin.ingest.store import StoreBusy, WriteLock
 from rag_plugin.store.base import DenseHit
+from rag_plugin.store.foreign import as_ours
 
 logger = logging.getLogger(__name__)
 
@@ -394,6 +395,10 @@ class PostgresStore(VectorStore):
             rows = conn.execute(sql, params).fetchall()
         return [Document(page_content=text, metadata=metadata) for text, metadata in rows]
 
+    def foreign_chunks(self, ids: Optional[Sequence[str]] = None) -> dict[str, Document]:
+        """None: every chunk of a PostgreSQL store is written as ours (see :meth:`add_texts`)."""
+        return {}
+
     def embeddings_of(self, ids: Sequence[str]) -> dict[str, list[float]]:
         """The stored embeddings of chunks, by id."""
         if not ids:
@@ -691,11 +696,12 @@ class PostgresStore(VectorStore):
     # ---- LangChain's VectorStore -------------------------------------------------------------------------------------
     def add_texts(self, texts: Iterable[str], metadatas: Optional[list[dict]] = None,
                   ids: Optional[list[str]] = None, **kwargs: Any) -> list[str]:
-        """Embed texts and upsert them (ids default to new UUIDs)."""
+        """Embed texts and upsert them (ids default to new UUIDs). Chunks of another tool (BBF's ``load_pdfs``) are
+        stored as ours: with their id, file name and 1-based page (:func:`rag_plugin.store.foreign.as_ours`)."""
         import uuid
         texts = list(texts)
-        metadatas = metadatas or [{} for _ in texts]
         ids = list(ids) if ids else [str(uuid.uuid4()) for _ in texts]
+        metadatas = [as_ours(i, m) or {} for i, m in zip(ids, metadatas or [{} for _ in texts])]
         if texts:
             self.upsert(ids, self._embeddings.embed_documents(texts), texts, metadatas)
         return ids

@@ -1,0 +1,40 @@
+"""The README says what the code does: every default it quotes is the code's, and the commands a user copies from a
+clone of the repository use only what the repository ships."""
+import re
+
+from conftest import ROOT
+
+README = (ROOT / 'README.md').read_text(encoding='utf-8')
+
+
+def _section(title: str) -> str:
+    start = README.index(f'\n## {title}\n')
+    end = README.find('\n## ', start + 1)
+    return README[start:end if end > 0 else None]
+
+
+def _shown(value) -> str:
+    return 'none' if value is None else str(value)
+
+
+def test_the_configuration_table_shows_every_settings_default():
+    from rag_plugin.settings import SETTINGS
+    rows = dict(re.findall(r'^\| `rag\.(\w+)` \| `([^`]*)` \|', _section('Configuration'), re.M))
+    assert set(rows) == set(SETTINGS)
+    for name, setting in SETTINGS.items():
+        assert rows[name] == _shown(setting.default_value), name
+
+
+def test_the_guard_section_quotes_the_defaults_of_the_code():
+    from rag_plugin.settings import SETTINGS
+    quoted = re.findall(r'`(\w+)` \(default \*\*([\d.]+)\*\*', _section('The guard'))
+    assert {name for name, _ in quoted} >= {'relevance_threshold', 'max_unknown', 'min_coverage'}
+    for name, value in quoted:
+        if name in SETTINGS:
+            assert float(value) == SETTINGS[name].default_value, name
+
+
+def test_the_first_evaluation_commands_run_on_what_the_repository_ships():
+    block = re.search(r'```bash\n(.*?)```', _section('Retrieval quality'), re.S).group(1)
+    paths = re.findall(r'--(?:pdfs|qa) (\S+)', block)
+    assert paths and all((ROOT / p).exists() for p in paths), paths
