@@ -67,12 +67,15 @@ class HeuristicRewriter:
 
     def rewrite(self, question: str, history: list) -> str:
         """Return the search query for ``question`` given the BBF ``Message`` history (oldest first)."""
+        return self.complete(question, history) if self.is_elliptic(question) else question
+
+    def complete(self, question: str, history: list) -> str:
+        """Return ``question`` with the content words of the previous user question that it lacks appended (the
+        question itself when nothing was asked before)."""
         previous = next((message_text(m.content) for m in reversed(history) if getattr(m, 'is_user', False)), '')
         if not previous:
             return question
         own = tokens(question)
-        if not self.is_elliptic(question):
-            return question
         carried = []
         for word in re.findall(r"[A-Za-z0-9][A-Za-z0-9\-]*", previous):
             normalised = tokens(word)
@@ -166,3 +169,12 @@ class QueryRewriter:
         if is_extractive(llm):  # extractive: cannot generate a rewrite
             return self.heuristic.rewrite(question, history)
         return self.llm_rewriter.rewrite(llm, question, history, deadline, breaker)
+
+    def completion(self, llm: Any, question: str, history: list) -> Optional[str]:
+        """The search to try when a follow-up that the offline rewriter searched as asked (nothing in it says it
+        depends on the conversation) finds nothing: the question completed with the previous one; None when there is
+        none (a generative LLM's rewrite, an elliptic question already completed, nothing asked before)."""
+        if not self.enabled or not is_extractive(llm) or self.heuristic.is_elliptic(question):
+            return None
+        completed = self.heuristic.complete(question, history)
+        return completed if completed != question else None

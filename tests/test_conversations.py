@@ -130,26 +130,36 @@ FOLLOW_UPS = [
 ]
 
 
-def _second_query(make_rag, first: str, second: str) -> str:
-    """The query searched for ``second``, asked after ``first`` in the same chat (offline rewriter)."""
+def _second_turn(make_rag, first: str, second: str):
+    """The answer to ``second``, asked after ``first`` in the same chat (offline rewriter)."""
     from besser.bot.core.bot import Bot
     from besser.bot.core.session import Session
     bot = Bot('standalone_test')
     rag = make_rag(bot=bot, num_previous_messages=4)
     session = Session('s1', bot, None)
     rag.run(session=session, message=first)
-    return rag.run(session=session, message=second).query
+    return rag.run(session=session, message=second)
 
 
 @pytest.mark.parametrize('first, question', STANDALONE_AFTER_UNRELATED)
 def test_a_standalone_question_after_an_unrelated_turn_is_searched_as_asked(make_rag, first, question):
-    assert _second_query(make_rag, first, question) == question
+    assert _second_turn(make_rag, first, question).query == question
 
 
 @pytest.mark.parametrize('first, follow_up, carried', FOLLOW_UPS)
 def test_a_follow_up_is_completed_with_the_previous_question(make_rag, first, follow_up, carried):
-    query = _second_query(make_rag, first, follow_up)
+    query = _second_turn(make_rag, first, follow_up).query
     assert query.startswith(follow_up) and carried.lower() in query[len(follow_up):].lower()
+
+
+@pytest.mark.parametrize('first, follow_up, carried', [
+    ('How many words can a single note hold?', 'What should I do with longer material?', 'note'),
+    ('What is the API rate limit?', 'which headers tell me how close i am', 'limit'),
+])
+def test_a_follow_up_that_finds_nothing_as_asked_is_searched_again_completed(make_rag, first, follow_up, carried):
+    """Nothing in these says they depend on the conversation, but searched as asked they find nothing."""
+    result = _second_turn(make_rag, first, follow_up)
+    assert not result.abstained and carried in result.query[len(follow_up):].lower()
 
 
 @pytest.fixture
