@@ -483,6 +483,10 @@ class RAG:
             return result
         # Coverage is judged on what the user asked, not on words a rewrite carried over from earlier turns.
         decision = self.guard.check(retrieved, question, self.signals, not is_extractive(llm))
+        if decision.abstain:
+            with timer.stage('completion'):
+                query, retrieved, decision = self._search_completed(llm, question, history, k, filter,
+                                                                    (query, retrieved, decision))
         generation = None
         refused_by = 'guard' if decision.abstain else None
         if not decision.abstain:
@@ -514,6 +518,27 @@ class RAG:
         self._trace(session, result, retrieved, decision, generation, timings, note=note, refused_by=refused_by,
                     cache=turn.report if turn is not None else None)
         return result
+
+    def _search_completed(self, llm: 'LLM', question: str, history: list, k: int, filter: Optional[dict],
+                          searched: tuple[str, list[Document], GuardDecision]
+                          ) -> tuple[str, list[Document], GuardDecision]:
+        """Search a follow-up that found nothing as asked again, completed with the previous question
+        (:meth:`QueryRewriter.completion`): it may depend on the conversation after all.
+
+        Returns:
+            tuple[str, list[Document], GuardDecision]: the completion's query, fragments and guard decision when the
+            guard accepts them, else ``searched`` (the question as asked)
+        """
+        completion = self.rewriter.completion(llm, question, history)
+        if completion is None:
+            return searched
+        try:
+            retrieved = self.retriever.retrieve(self._search_text(completion), k, filter)
+        except Exception as e:  # noqa: BLE001 - the question as asked was searched; its result stands
+            logger.error('[RAG] Retrieval failed: %s: %s', type(e).__name__, e)
+            return searched
+        decision = self.guard.check(retrieved, question, self.signals, not is_extractive(llm))
+        return searched if decision.abstain else (completion, retrieved, decision)
 
     def corpus_version(self) -> str:
         """What the answer cache keys entries by: the store's ``version()`` (every process's writes), else this

@@ -14,7 +14,7 @@ from typing import Any, Optional
 from rag_plugin.augment import format_history, message_text
 from rag_plugin.generate.extractive import is_extractive
 from rag_plugin.generate.resilient import CircuitBreaker, Deadline, call_with_timeout
-from rag_plugin.text import tokens
+from rag_plugin.text import STOP_WORDS, fold, language, tokens, words
 
 logger = logging.getLogger(__name__)
 
@@ -27,40 +27,75 @@ REWRITE_PROMPT = (
 
 _REFERRING = re.compile(r"\b(it|its|it's|this|that|these|those|they|them|their|one|ones|he|she|him|her|"
                         r"same|such|other|another|former|latter|above)\b", re.I)  # not "there": "is there..."
+_CLAUSE_END = re.compile(r'[,;:.!?]+')
+_CONNECTIVES = frozenset({'and', 'or', 'but', 'y', 'e', 'o', 'pero'})
+"""frozenset[str]: words that continue what was said ("and on mobile?"), folded; Catalan "i" only in Catalan text
+(in English it is "I")."""
 
 
 class HeuristicRewriter:
-    """Offline rewriting: an elliptic follow-up (a referring word, or fewer than ``min_terms`` content words) gets
-    the content words of the previous user question appended.
+    """Offline rewriting: a follow-up that depends on the conversation gets the content words of the previous user
+    question appended; a self-contained question, however short ("max file size?", "whats the password rules"), is
+    searched as it is.
 
-    It cannot resolve a reference to something only the *answer* mentioned, choose between two earlier subjects,
-    or rephrase; a self-contained question is left as it is.
+    A question depends on the conversation when it refers to something it does not name ("How big can it get?"), when
+    it continues the previous one ("and on mobile?", "what about the team plan?"), or when it names less than
+    ``min_terms`` things ("how much?"). It cannot resolve a reference to something only the *answer* mentioned,
+    choose between two earlier subjects, or rephrase.
 
     Args:
-        min_terms (int): a question with fewer content words than this counts as elliptic
+        min_terms (int): a question with fewer content words than this needs the conversation
     """
 
-    def __init__(self, min_terms: int = 3):
+    def __init__(self, min_terms: int = 2):
         self.min_terms: int = min_terms
 
     def is_elliptic(self, question: str) -> bool:
-        """Whether a question needs the conversation to be understood (a referring word, or few content words)."""
-        return bool(_REFERRING.search(question)) or len(tokens(question)) < self.min_terms
+        """Whether a question needs the conversation to be understood."""
+        return (len(tokens(question)) < self.min_terms or _continues(question)
+                or self._refers_outside(question))
+
+    def _refers_outside(self, question: str) -> bool:
+        """Whether a referring word ("it", "that", "one") has nothing to refer to in the question: no earlier
+        clause of it names something ("I lost my phone, how do I sign it out?" names it)."""
+        named = False
+        for clause in _CLAUSE_END.split(question):
+            if not named and _REFERRING.search(clause):
+                return True
+            named = named or len(tokens(clause)) >= self.min_terms
+        return False
 
     def rewrite(self, question: str, history: list) -> str:
         """Return the search query for ``question`` given the BBF ``Message`` history (oldest first)."""
+        return self.complete(question, history) if self.is_elliptic(question) else question
+
+    def complete(self, question: str, history: list) -> str:
+        """Return ``question`` with the content words of the previous user question that it lacks appended (the
+        question itself when nothing was asked before)."""
         previous = next((message_text(m.content) for m in reversed(history) if getattr(m, 'is_user', False)), '')
         if not previous:
             return question
         own = tokens(question)
-        if not self.is_elliptic(question):
-            return question
         carried = []
         for word in re.findall(r"[A-Za-z0-9][A-Za-z0-9\-]*", previous):
             normalised = tokens(word)
             if normalised and normalised[0] not in own and word.lower() not in {c.lower() for c in carried}:
                 carried.append(word)
         return f'{question} ({" ".join(carried)})' if carried else question
+
+
+def _continues(question: str) -> bool:
+    """Whether a question opens by continuing the previous one: a connective or "what about" before its first
+    content word ("and for admins?", "ok, and on mobile?", "what about the team plan?", "¿y con PayPal?")."""
+    lead = []
+    for word in words(question):
+        word = fold(word)
+        if word not in STOP_WORDS:
+            break
+        lead.append(word)
+    connectives = _CONNECTIVES | ({'i'} if language(question) == 'ca' else set())
+    return (any(word in connectives for word in lead)
+            or any(first in ('what', 'how') and second == 'about' for first, second in zip(lead, lead[1:])))
 
 
 class LLMRewriter:
@@ -134,3 +169,12 @@ class QueryRewriter:
         if is_extractive(llm):  # extractive: cannot generate a rewrite
             return self.heuristic.rewrite(question, history)
         return self.llm_rewriter.rewrite(llm, question, history, deadline, breaker)
+
+    def completion(self, llm: Any, question: str, history: list) -> Optional[str]:
+        """The search to try when a follow-up that the offline rewriter searched as asked (nothing in it says it
+        depends on the conversation) finds nothing: the question completed with the previous one; None when there is
+        none (a generative LLM's rewrite, an elliptic question already completed, nothing asked before)."""
+        if not self.enabled or not is_extractive(llm) or self.heuristic.is_elliptic(question):
+            return None
+        completed = self.heuristic.complete(question, history)
+        return completed if completed != question else None

@@ -101,6 +101,67 @@ def test_rewrite_prompt_goes_to_the_llm_only_with_history_and_zero_disables(make
     assert all('Standalone query' not in call and 'Conversation so far' not in call for call in model.calls)
 
 
+# (the previous question, a self-contained question on another subject): typos, casual and keyword phrasings, Spanish
+# and Catalan, and a pronoun whose referent is in the question itself
+STANDALONE_AFTER_UNRELATED = [
+    ('Can I use SMS codes for two-factor authentication?', 'whats the password rules'),
+    ('Can I pay monthly?', 'flights to paris?'),
+    ('How do I invite my team to a workspace?', 'max file size?'),
+    ('How big is the offline cache of the desktop app?', 'can i get a refund'),
+    ('Which export formats are supported?', 'cuánto cuesta el plan team?'),
+    ('What is the API rate limit?', 'quant costa el pla Team?'),
+    ('How long do deleted notes stay in the trash?', 'wich browsers does the web app suport?'),
+    ('Which payment methods are accepted?', 'pasword reset link expiry'),
+    ('How many webhooks can a workspace have?', 'What can workspace admins do?'),
+    ('What are the support hours?', 'I lost my phone, how do I sign it out?'),
+]
+
+# (the previous question, a follow-up that needs it, a word of the previous question the search must carry)
+FOLLOW_UPS = [
+    ('What is the offline cache?', 'How big can it get?', 'cache'),
+    ('How many devices can a Free member be signed in on?', 'how do I remove one?', 'devices'),
+    ('How big is the offline cache of the desktop app?', 'and on mobile?', 'cache'),
+    ('How much does the Team plan cost?', 'And with monthly billing?', 'Team'),
+    ('What are the support hours?', 'And Free plan users?', 'support'),
+    ('What are the support hours?', 'what about Enterprise customers with a critical incident?', 'support'),
+    ('Is there a discount for schools?', 'how much?', 'discount'),
+    ('Which payment methods are accepted?', '¿y para el plan Enterprise?', 'payment'),
+    ('Com convido el meu equip a un espai de treball?', 'i per als convidats externs?', 'equip'),
+]
+
+
+def _second_turn(make_rag, first: str, second: str):
+    """The answer to ``second``, asked after ``first`` in the same chat (offline rewriter)."""
+    from besser.bot.core.bot import Bot
+    from besser.bot.core.session import Session
+    bot = Bot('standalone_test')
+    rag = make_rag(bot=bot, num_previous_messages=4)
+    session = Session('s1', bot, None)
+    rag.run(session=session, message=first)
+    return rag.run(session=session, message=second)
+
+
+@pytest.mark.parametrize('first, question', STANDALONE_AFTER_UNRELATED)
+def test_a_standalone_question_after_an_unrelated_turn_is_searched_as_asked(make_rag, first, question):
+    assert _second_turn(make_rag, first, question).query == question
+
+
+@pytest.mark.parametrize('first, follow_up, carried', FOLLOW_UPS)
+def test_a_follow_up_is_completed_with_the_previous_question(make_rag, first, follow_up, carried):
+    query = _second_turn(make_rag, first, follow_up).query
+    assert query.startswith(follow_up) and carried.lower() in query[len(follow_up):].lower()
+
+
+@pytest.mark.parametrize('first, follow_up, carried', [
+    ('How many words can a single note hold?', 'What should I do with longer material?', 'note'),
+    ('What is the API rate limit?', 'which headers tell me how close i am', 'limit'),
+])
+def test_a_follow_up_that_finds_nothing_as_asked_is_searched_again_completed(make_rag, first, follow_up, carried):
+    """Nothing in these says they depend on the conversation, but searched as asked they find nothing."""
+    result = _second_turn(make_rag, first, follow_up)
+    assert not result.abstained and carried in result.query[len(follow_up):].lower()
+
+
 @pytest.fixture
 def pg_schema():
     psycopg2 = pytest.importorskip('psycopg2')
