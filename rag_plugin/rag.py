@@ -15,6 +15,7 @@ from rag_plugin.cache.stage import CacheStage, corpus_version
 from rag_plugin.citations import answer_category, list_sources, resolve_citations
 from rag_plugin.components import RAGComponents
 from rag_plugin.context import ContextEngine
+from rag_plugin.context.engine import Overview
 from rag_plugin.context.intents import is_overview_question
 from rag_plugin.context.scope import Scope
 from rag_plugin.generate.extractive import is_extractive
@@ -519,17 +520,22 @@ class RAG:
         except Exception as e:  # noqa: BLE001 - the ordinary path reports a broken store to the user
             logger.error('[RAG] Overview failed: %s: %s', type(e).__name__, e)
             return None
-        if overview.docs:
-            result = RAGMessage(llm_name, question, overview.answer, overview.docs,
-                                sources=list_sources(overview.docs, overview.cited), confidence='high',
-                                cited=overview.cited, category='overview')
-        else:  # nothing in scope
-            result = RAGMessage(llm_name, question, overview.answer, [], confidence='low', abstained=True)
+        result = self._overview_message(llm_name, question, overview)
         timings = timer.total()
         self.history.record(session, question, result.to_dict())
         self._remember(session, result)
         self._trace(session, result, overview.docs, None, None, timings, route='overview')
         return result
+
+    @staticmethod
+    def _overview_message(llm_name: str, question: str, overview: Overview) -> RAGMessage:
+        """An overview (or a synthesis) as an answer: its items are the fragments, with their sources; nothing in
+        scope is an abstention."""
+        if not overview.docs:
+            return RAGMessage(llm_name, question, overview.answer, [], confidence='low', abstained=True)
+        return RAGMessage(llm_name, question, overview.answer, overview.docs,
+                          sources=list_sources(overview.docs, overview.cited), confidence='high',
+                          cited=overview.cited, category='overview')
 
     @staticmethod
     def _llm_refused(llm: 'LLM', generation: Generation) -> bool:
@@ -574,6 +580,13 @@ class RAG:
         """The context package of :meth:`retrieve_context` plus a ``synthesis`` (arguments as
         :meth:`retrieve_context`)."""
         return self.context.context_plus_summary(question, intent, mode, **options)
+
+    def synthesis(self, question: str = '', intent: str = 'auto', mode: str = 'auto', **options) -> RAGMessage:
+        """The synthesis of :meth:`context_plus_summary` as an answer (``category='overview'``): its ``[n]`` cite the
+        package's items, which are the message's ``docs`` and ``sources``, so a chat shows them as any answer's
+        (``platform.reply_rag(session, rag.synthesis())``; arguments as :meth:`retrieve_context`)."""
+        overview = self.context.synthesis(question, intent, mode, **options)
+        return self._overview_message(options.get('llm_name') or self.llm_name, question, overview)
 
     # ---- trace ------------------------------------------------------------------------------------------------------
     def _trace(self, session: Optional['Session'], result: RAGMessage, retrieved: list[Document],

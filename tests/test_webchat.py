@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
-from conftest import ROOT, BotClient, free_port, running_bot
+from conftest import ROOT, BotClient, free_port, repeated_sentences, running_bot
 from fake_openai_server import FakeOpenAIServer
 
 from rag_plugin.channels.webchat_ui import render
@@ -190,7 +190,8 @@ def running_webchat(setup: Callable[[Any, Any], None], log_file: Path) -> Iterat
 
 
 def webchat_states(bot, platform, rag):
-    """The states of bots/rag_bot.py: greet, answer with streaming, add uploaded files."""
+    """The states of bots/rag_bot.py: greet, answer with streaming (``/overview``: the bootstrap synthesis), add
+    uploaded files."""
     from besser.bot.core.session import Session
 
     from rag_plugin.channels.webchat import describe_ingestion
@@ -203,7 +204,10 @@ def webchat_states(bot, platform, rag):
         session.reply('Hi! Ask me about the Nimbus Notes guides.')
 
     def answer_body(session: Session) -> None:
-        reply_rag_streaming(platform, session, rag)
+        if session.message.strip().lower() == '/overview':
+            platform.reply_rag(session, rag.synthesis())
+        else:
+            reply_rag_streaming(platform, session, rag)
 
     def upload_body(session: Session) -> None:
         session.reply(describe_ingestion(rag.add_file(session.file)))
@@ -294,6 +298,18 @@ def test_web_chat_answers_with_sources_not_found_upload_and_streaming(browser, c
         expect(not_found).to_contain_text("can't find")
         expect(bubbles(page).last.locator('.rag-sources')).to_have_count(0)
 
+        # /overview: the bootstrap synthesis, its [n] with their sources like any answer's, each sentence once
+        ask(page, '/overview')
+        overview = bubbles(page).filter(has=page.locator('.rag-sources')).filter(has_text='Key points by document')
+        expect(overview.locator('.rag-source-cited').first).to_be_visible()
+        numbers = overview.locator('.rag-cite').all_inner_texts()
+        cited = overview.locator('.rag-source-cited').evaluate_all('ns => ns.map(n => n.dataset.sourceNumber)')
+        assert len(numbers) >= 5 and {n.strip('[]') for n in numbers} == set(cited), (numbers, cited)
+        expect(overview.locator('.rag-source-cited .rag-source-file').first).to_have_text(re.compile(r'\w+\.pdf'))
+        expect(overview.locator('.rag-source-cited .rag-source-page').first).to_have_text(re.compile(r'page \d+'))
+        text = overview.get_by_test_id('stMarkdownContainer').first.inner_text()
+        assert not repeated_sentences(text), text
+
         # Upload a Markdown file from the chat; the bot adds it and says so; then it answers from it
         page.get_by_test_id('stFileUploaderDropzoneInput').set_input_files(
             files=[{'name': 'team_handbook.md', 'mimeType': 'text/markdown', 'buffer': HANDBOOK.encode()}])
@@ -374,8 +390,9 @@ def test_use_rag_webchat_runs_our_app_with_bbf_arguments(tmp_path):
     assert shutil.which(command[0]) and APP_PATH.is_file()
 
 
-def test_demo_bot_sends_one_message_per_abstention(corpus_store_dir, tmp_path, monkeypatch):
-    """bots/rag_bot.py, as shipped (without the UI): an out-of-scope question gets ONE reply, which asks to clarify."""
+@contextlib.contextmanager
+def demo_bot_client(corpus_store_dir: Path, tmp_path: Path, monkeypatch) -> Iterator[BotClient]:
+    """Run bots/rag_bot.py as shipped (without the UI) on a copy of the corpus store; yield a client it greeted."""
     import runpy
 
     from besser.bot.platforms import websocket
@@ -399,17 +416,42 @@ def test_demo_bot_sends_one_message_per_abstention(corpus_store_dir, tmp_path, m
         client = BotClient(port)
         try:
             client.wait_for('bot_reply_str', timeout=30)  # the greeting
-            mark = len(client.received)
-            reply = client.ask('What is the boiling point of mercury in the kitchen?')
-            assert reply['message']['abstained'] is True
-            assert 'Could you name the feature' in reply['message']['answer']
-            time.sleep(3)  # the clarify state runs after the answer: it must send nothing more
-            assert len(client.received) - mark == 1, client.received[mark:]
-            followup = client.ask('How long do deleted notes stay in the trash?')
-            assert '30 days' in followup['message']['answer']
+            yield client
         finally:
             client.close()
     finally:
         stopper = threading.Thread(target=bot.stop, daemon=True)
         stopper.start()
         stopper.join(10)
+
+
+def test_demo_bot_sends_one_message_per_abstention(corpus_store_dir, tmp_path, monkeypatch):
+    """bots/rag_bot.py, as shipped (without the UI): an out-of-scope question gets ONE reply, which asks to clarify."""
+    with demo_bot_client(corpus_store_dir, tmp_path, monkeypatch) as client:
+        mark = len(client.received)
+        reply = client.ask('What is the boiling point of mercury in the kitchen?')
+        assert reply['message']['abstained'] is True
+        assert 'Could you name the feature' in reply['message']['answer']
+        time.sleep(3)  # the clarify state runs after the answer: it must send nothing more
+        assert len(client.received) - mark == 1, client.received[mark:]
+        followup = client.ask('How long do deleted notes stay in the trash?')
+        assert '30 days' in followup['message']['answer']
+
+
+def test_demo_bot_overview_is_an_answer_with_its_sources(corpus_store_dir, tmp_path, monkeypatch):
+    """The demo's /overview came as Markdown: its [1]...[12] had no sources. It is a RAG answer, whose sources are
+    the fragments its markers cite, and it says each sentence once."""
+    with demo_bot_client(corpus_store_dir, tmp_path, monkeypatch) as client:
+        mark = len(client.received)
+        message = client.ask('/overview', timeout=30)['message']
+        assert [p['action'] for p in client.received[mark:]] == ['bot_reply_rag']
+        assert 'Key points by document:' in message['answer'] and not message['abstained']
+        markers = {int(n) for n in re.findall(r'\[(\d+)\]', message['answer'])}
+        assert markers and markers == set(message['cited']) == set(render.cited_numbers(message))
+        assert {s['n'] for s in message['sources'] if s['cited']} == markers
+        for source in message['sources']:
+            metadata = message['docs'][source['n'] - 1]['metadata']
+            assert (source['source'], source['page']) == (metadata['source'], metadata['page'])
+        assert not repeated_sentences(message['answer']), message['answer']
+        html = render.sources_html(message)
+        assert html.count('rag-source rag-source-cited') == len(markers)
