@@ -117,7 +117,8 @@ clarify_state.when_file_received_go_to(upload_state)
 
 
 def upload_body(session: Session):
-    # a file uploaded in the chat: add it to the documents (nothing is written to disk) and say what happened
+    # a file uploaded in the chat: add it to the documents (nothing is written to disk) and say what happened; a file
+    # over rag.max_upload_mb (the limit the web chat's uploader states) is refused, with the limit
     report = rag.add_file(session.file)
     logging.info('[rag_bot] upload: %s', str(report).splitlines()[0])
     session.reply(describe_ingestion(report))

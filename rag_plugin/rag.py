@@ -54,7 +54,7 @@ SCOPE_KEY = 'rag_plugin.scope'
 """str: the session key of a session's retrieval scope (see :meth:`RAG.set_scope`)."""
 
 MAX_UPLOAD_MB = 20.0
-"""float: default size limit of files uploaded in the chat (:meth:`RAG.add_file`)."""
+"""float: the default size limit of files uploaded in the chat (:attr:`RAG.max_upload_mb`)."""
 
 
 class RAG:
@@ -124,6 +124,8 @@ class RAG:
         rewriter (QueryRewriter): turns follow-ups into standalone queries
         not_found_answer (str): the answer when nothing relevant is found
         max_question_chars (int): longer questions are cut to this many characters
+        max_upload_mb (float): files uploaded in the chat larger than this are refused (:meth:`add_file`); the web
+            chat's uploader (:func:`rag_plugin.channels.webchat.use_rag_webchat`) states and applies it
         tracer (TraceWriter | None): the per-call trace, when on
         cache (SemanticCache | None): the semantic answer cache, when on
     """
@@ -181,6 +183,7 @@ class RAG:
         self.num_previous_messages: int = num_previous_messages
         self.not_found_answer: str = s['not_found_answer']
         self.max_question_chars: int = s['max_question_chars']
+        self.max_upload_mb: float = MAX_UPLOAD_MB
         embeddings = getattr(vector_store, 'embeddings', None)
         self.embeddings: Optional[Embeddings] = RecentQueries(embeddings) if embeddings is not None else None
         self._retriever = default_retriever(vector_store, embeddings=self.embeddings)
@@ -325,17 +328,17 @@ class RAG:
         tags = metadata.pop('tags', ())
         return self.ingestor.ingest_bytes('texts', source_id, data, tags=tags, extra=metadata)
 
-    def add_file(self, file: 'File', max_mb: float = MAX_UPLOAD_MB) -> IngestReport:
+    def add_file(self, file: 'File', max_mb: Optional[float] = None) -> IngestReport:
         """Ingest a file a user uploaded in the chat (a BBF ``File``). Nothing is written to disk.
 
         Args:
             file (File): the uploaded file
-            max_mb (float): larger files are refused
+            max_mb (float): larger files are refused (default: :attr:`max_upload_mb`)
 
         Returns:
             IngestReport: the outcome (a refused file is reported as skipped, with the reason)
         """
-        return decode_upload(self.ingestor, file, max_mb)
+        return decode_upload(self.ingestor, file, self.max_upload_mb if max_mb is None else max_mb)
 
     def set_scope(self, session: 'Session', filter: Optional[dict] = None, **scope) -> None:
         """Restrict this session's retrieval (also through ``session.run_rag()``) to sources, documents or tags.

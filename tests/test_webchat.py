@@ -33,6 +33,7 @@ STREAMED_ANSWER = ('Deleted notes stay in the trash for 30 days [1]. After that 
                    'so restore a note before then if you still need it [1].')
 HANDBOOK = ('# Team handbook\n\n## Office plants\n\nThe office plants are watered every Tuesday morning by the '
             'facilities team. Plants on the third floor get fertiliser once a month.\n')
+TOO_LARGE = b'x' * (1024 * 1024 + 1024)  # over the 1 MB limit the tests give the bot's RAG
 TIMEOUT_MS = 60_000
 RECORD_PARTIALS = """() => {
   window.__partials = [];
@@ -259,6 +260,7 @@ def test_web_chat_answers_with_sources_not_found_upload_and_streaming(browser, c
             ExtractiveLLM(bot)
             openai_llm(bot, 'gpt-4o-mini', api_key='k', base_url=llm_server.base_url)
             rags.append(RAG(bot, corpus_store, default_splitter(), 'extractive'))
+            rags[0].max_upload_mb = 1  # the uploader is told the RAG's limit
             webchat_states(bot, platform, rags[0])
 
         bot, platform, ws_port, url = stack.enter_context(running_webchat(setup, tmp_path / 'streamlit.log'))
@@ -310,6 +312,15 @@ def test_web_chat_answers_with_sources_not_found_upload_and_streaming(browser, c
         text = overview.get_by_test_id('stMarkdownContainer').first.inner_text()
         assert not repeated_sentences(text), text
 
+        # The uploader states the bot's limit, and refuses a larger file with it, before sending anything
+        uploader = page.get_by_test_id('stFileUploader')
+        expect(uploader.get_by_test_id('stFileUploaderDropzoneInstructions')).to_contain_text('Limit 1MB per file')
+        page.get_by_test_id('stFileUploaderDropzoneInput').set_input_files(
+            files=[{'name': 'too_large.txt', 'mimeType': 'text/plain', 'buffer': TOO_LARGE}])
+        expect(uploader.get_by_test_id('stFileUploaderFileErrorMessage')).to_have_text('File must be 1.0MB or smaller.')
+        expect(page.get_by_text('Sent too_large.txt')).to_have_count(0)
+        uploader.get_by_test_id('stFileUploaderDeleteBtn').click()  # remove the refused file
+
         # Upload a Markdown file from the chat; the bot adds it and says so; then it answers from it
         page.get_by_test_id('stFileUploaderDropzoneInput').set_input_files(
             files=[{'name': 'team_handbook.md', 'mimeType': 'text/markdown', 'buffer': HANDBOOK.encode()}])
@@ -347,7 +358,9 @@ def test_upload_payload_reaches_the_bot_and_is_ingested(corpus_store):
 
     def setup(bot, platform):
         ExtractiveLLM(bot)
-        webchat_states(bot, platform, RAG(bot, corpus_store, default_splitter(), 'extractive'))
+        rag = RAG(bot, corpus_store, default_splitter(), 'extractive')
+        rag.max_upload_mb = 1
+        webchat_states(bot, platform, rag)
 
     with running_bot(setup) as (bot, port):
         client = BotClient(port)
@@ -365,6 +378,7 @@ def test_upload_payload_reaches_the_bot_and_is_ingested(corpus_store):
                 'Added team_handbook.md: 1 chunk. You can ask about it now.'
             assert 'already in the documents' in upload('team_handbook.md', HANDBOOK.encode())
             assert upload('virus.exe', b'MZ...').startswith('Could not add virus.exe: ')
+            assert upload('too_large.pdf', TOO_LARGE) == 'Could not add too_large.pdf: file too large (limit 1 MB).'
             payload = client.ask('When are the office plants watered?')
             assert 'Tuesday' in payload['message']['answer']
             assert payload['message']['sources'][0]['source'] == 'team_handbook.md'
@@ -372,11 +386,13 @@ def test_upload_payload_reaches_the_bot_and_is_ingested(corpus_store):
             client.close()
 
 
-def test_use_rag_webchat_runs_our_app_with_bbf_arguments(tmp_path):
+def test_use_rag_webchat_runs_our_app_with_bbf_arguments(corpus_store):
     from besser.bot.core.bot import Bot
     from besser.bot.platforms.websocket.websocket_platform import WebSocketPlatform
 
-    from rag_plugin.channels.webchat import APP_PATH, streamlit_command, use_rag_webchat
+    from rag_plugin import RAG, ExtractiveLLM, default_splitter
+    from rag_plugin.channels.webchat import APP_PATH, streamlit_command, upload_limit_mb, use_rag_webchat
+    from rag_plugin.rag import MAX_UPLOAD_MB
     bot = Bot('a_bot')
     platform = use_rag_webchat(bot)
     assert isinstance(platform, WebSocketPlatform) and platform in bot._platforms and platform._use_ui is False
@@ -385,6 +401,15 @@ def test_use_rag_webchat_runs_our_app_with_bbf_arguments(tmp_path):
     assert command[-4:] == [str(APP_PATH), 'a_bot', 'localhost', '8765']
     assert command[command.index('--server.port') + 1] == '5000'
     assert command[command.index('--theme.primaryColor') + 1] == '#2563eb'  # no red input border at rest
+    # the uploader's limit (Streamlit's 200 MB by default) is the one the bot's RAG applies
+    assert command[command.index('--server.maxUploadSize') + 1] == f'{MAX_UPLOAD_MB:g}' == '20'
+    assert upload_limit_mb(bot) == MAX_UPLOAD_MB
+    ExtractiveLLM(bot)
+    rag = RAG(bot, corpus_store, default_splitter(), 'extractive')
+    rag.max_upload_mb = 2.5
+    assert upload_limit_mb(bot) == 2.5
+    command = streamlit_command('a_bot', 'localhost', 8765, '0.0.0.0', 5000, max_upload_mb=upload_limit_mb(bot))
+    assert command[command.index('--server.maxUploadSize') + 1] == '3'  # whole MB: the RAG refuses the rest
     assert platform.title == 'A bot' and use_rag_webchat(Bot('b'), title='Nimbus Notes guides').title == \
         'Nimbus Notes guides'
     assert shutil.which(command[0]) and APP_PATH.is_file()
