@@ -88,9 +88,10 @@ initial_state.when_file_received_go_to(upload_state)
 
 def rag_body(session: Session):
     if session.message.strip().lower() == '/overview':
-        # the bootstrap map of the documents: summary, key points per document, critical points, follow-ups
+        # the bootstrap map of the documents: summary, key points per document, critical points, follow-ups; its
+        # [n] cite fragments shown as its sources, like any answer's
         session.set(LAST_RAG_MESSAGE_KEY, None)  # no RAG answer this turn: no outcome event fires
-        websocket_platform.reply_markdown(session, rag.context_plus_summary('')['synthesis'])
+        websocket_platform.reply_rag(session, rag.synthesis())
         return
     # streams the answer as the LLM writes it (bot_reply_rag_partial), then sends the final one with its sources
     rag_message: RAGMessage = reply_rag_streaming(websocket_platform, session, rag)
@@ -116,7 +117,8 @@ clarify_state.when_file_received_go_to(upload_state)
 
 
 def upload_body(session: Session):
-    # a file uploaded in the chat: add it to the documents (nothing is written to disk) and say what happened
+    # a file uploaded in the chat: add it to the documents (nothing is written to disk) and say what happened; a file
+    # over rag.max_upload_mb (the limit the web chat's uploader states) is refused, with the limit
     report = rag.add_file(session.file)
     logging.info('[rag_bot] upload: %s', str(report).splitlines()[0])
     session.reply(describe_ingestion(report))

@@ -16,6 +16,7 @@ from rag_plugin.channels.bbf_ui import ensure_streamlit_on_path
 from rag_plugin.citations import answer_category, list_sources, resolve_citations
 from rag_plugin.components import RAGComponents
 from rag_plugin.context import ContextEngine
+from rag_plugin.context.engine import Overview
 from rag_plugin.context.intents import is_overview_question
 from rag_plugin.context.scope import Scope
 from rag_plugin.generate.extractive import is_extractive
@@ -56,7 +57,7 @@ SCOPE_KEY = 'rag_plugin.scope'
 """str: the session key of a session's retrieval scope (see :meth:`RAG.set_scope`)."""
 
 MAX_UPLOAD_MB = 20.0
-"""float: default size limit of files uploaded in the chat (:meth:`RAG.add_file`)."""
+"""float: the default size limit of files uploaded in the chat (:attr:`RAG.max_upload_mb`)."""
 
 
 class RAG:
@@ -126,6 +127,8 @@ class RAG:
         rewriter (QueryRewriter): turns follow-ups into standalone queries
         not_found_answer (str): the answer when nothing relevant is found
         max_question_chars (int): longer questions are cut to this many characters
+        max_upload_mb (float): files uploaded in the chat larger than this are refused (:meth:`add_file`); the web
+            chat's uploader (:func:`rag_plugin.channels.webchat.use_rag_webchat`) states and applies it
         tracer (TraceWriter | None): the per-call trace, when on
         cache (SemanticCache | None): the semantic answer cache, when on
     """
@@ -184,6 +187,7 @@ class RAG:
         self.num_previous_messages: int = num_previous_messages
         self.not_found_answer: str = s['not_found_answer']
         self.max_question_chars: int = s['max_question_chars']
+        self.max_upload_mb: float = MAX_UPLOAD_MB
         embeddings = getattr(vector_store, 'embeddings', None)
         self.embeddings: Optional[Embeddings] = RecentQueries(embeddings) if embeddings is not None else None
         self._retriever = default_retriever(vector_store, embeddings=self.embeddings)
@@ -344,17 +348,17 @@ class RAG:
         tags = metadata.pop('tags', ())
         return self.ingestor.ingest_bytes('texts', source_id, data, tags=tags, extra=metadata)
 
-    def add_file(self, file: 'File', max_mb: float = MAX_UPLOAD_MB) -> IngestReport:
+    def add_file(self, file: 'File', max_mb: Optional[float] = None) -> IngestReport:
         """Ingest a file a user uploaded in the chat (a BBF ``File``). Nothing is written to disk.
 
         Args:
             file (File): the uploaded file
-            max_mb (float): larger files are refused
+            max_mb (float): larger files are refused (default: :attr:`max_upload_mb`)
 
         Returns:
             IngestReport: the outcome (a refused file is reported as skipped, with the reason)
         """
-        return decode_upload(self.ingestor, file, max_mb)
+        return decode_upload(self.ingestor, file, self.max_upload_mb if max_mb is None else max_mb)
 
     def set_scope(self, session: 'Session', filter: Optional[dict] = None, **scope) -> None:
         """Restrict this session's retrieval (also through ``session.run_rag()``) to sources, documents or tags.
@@ -564,17 +568,22 @@ class RAG:
         except Exception as e:  # noqa: BLE001 - the ordinary path reports a broken store to the user
             logger.error('[RAG] Overview failed: %s: %s', type(e).__name__, e)
             return None
-        if overview.docs:
-            result = RAGMessage(llm_name, question, overview.answer, overview.docs,
-                                sources=list_sources(overview.docs, overview.cited), confidence='high',
-                                cited=overview.cited, category='overview')
-        else:  # nothing in scope
-            result = RAGMessage(llm_name, question, overview.answer, [], confidence='low', abstained=True)
+        result = self._overview_message(llm_name, question, overview)
         timings = timer.total()
         self.history.record(session, question, result.to_dict())
         self._remember(session, result)
         self._trace(session, result, overview.docs, None, None, timings, route='overview')
         return result
+
+    @staticmethod
+    def _overview_message(llm_name: str, question: str, overview: Overview) -> RAGMessage:
+        """An overview (or a synthesis) as an answer: its items are the fragments, with their sources; nothing in
+        scope is an abstention."""
+        if not overview.docs:
+            return RAGMessage(llm_name, question, overview.answer, [], confidence='low', abstained=True)
+        return RAGMessage(llm_name, question, overview.answer, overview.docs,
+                          sources=list_sources(overview.docs, overview.cited), confidence='high',
+                          cited=overview.cited, category='overview')
 
     @staticmethod
     def _llm_refused(llm: 'LLM', generation: Generation) -> bool:
@@ -619,6 +628,13 @@ class RAG:
         """The context package of :meth:`retrieve_context` plus a ``synthesis`` (arguments as
         :meth:`retrieve_context`)."""
         return self.context.context_plus_summary(question, intent, mode, **options)
+
+    def synthesis(self, question: str = '', intent: str = 'auto', mode: str = 'auto', **options) -> RAGMessage:
+        """The synthesis of :meth:`context_plus_summary` as an answer (``category='overview'``): its ``[n]`` cite the
+        package's items, which are the message's ``docs`` and ``sources``, so a chat shows them as any answer's
+        (``platform.reply_rag(session, rag.synthesis())``; arguments as :meth:`retrieve_context`)."""
+        overview = self.context.synthesis(question, intent, mode, **options)
+        return self._overview_message(options.get('llm_name') or self.llm_name, question, overview)
 
     # ---- trace ------------------------------------------------------------------------------------------------------
     def _trace(self, session: Optional['Session'], result: RAGMessage, retrieved: list[Document],

@@ -10,10 +10,12 @@ os.environ.pop('RAG_PLUGIN_TRACE', None)
 
 import contextlib  # noqa: E402
 import json  # noqa: E402
+import re  # noqa: E402
 import shutil  # noqa: E402
 import socket  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
+from collections import Counter  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, Callable, Iterator, List, Optional  # noqa: E402
 
@@ -39,6 +41,16 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))
         return s.getsockname()[1]
+
+
+def repeated_sentences(text: str) -> list[str]:
+    """The sentences (of 4 words or more) a text says more than once, whatever their ``[n]`` citations; a line's
+    list bullet and ``Title (file): `` lead are not part of its first sentence."""
+    said: list[str] = []
+    for line in re.sub(r'\s*\[\d+\]', '', text).splitlines():
+        line = re.sub(r'^(?:[-*\u2022]\s+)?(?:[^:]*\([^()]*\):\s+)?', '', line.strip())
+        said += [s for s in re.split(r'(?<=[.!?])\s+', line) if len(s.split()) >= 4]
+    return [s for s, n in Counter(said).items() if n > 1]
 
 
 @pytest.fixture(scope='session')

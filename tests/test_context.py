@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import PDFS, ROOT
+from conftest import PDFS, ROOT, repeated_sentences
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
 PACKAGE_KEYS = {'mode', 'intent', 'summary', 'topics', 'critical_points', 'items', 'follow_up_refs', 'scope'}
@@ -67,6 +67,25 @@ def test_context_plus_summary_adds_a_synthesis(make_rag):
     assert_package(package)
     assert isinstance(synthesis, str) and 'Key points by document:' in synthesis
     assert package['summary'] in synthesis
+
+
+def test_the_synthesis_is_an_answer_with_sources_that_says_each_sentence_once(make_rag):
+    """The demo's /overview (the bootstrap synthesis) showed [1]...[12] without sources, and said a sentence twice:
+    two overlapping chunks of a page gave a document's key points the same sentence (and the summary's came again)."""
+    rag = make_rag()
+    message = rag.synthesis()
+    assert message.answer == rag.context_plus_summary('')['synthesis']
+    markers = {int(n) for n in re.findall(r'\[(\d+)\]', message.answer)}
+    assert markers and markers == set(message.cited) and max(markers) <= len(message.docs)
+    assert [s['n'] for s in message.sources if s['cited']] == message.cited
+    for source in message.sources:  # source n is the file and page of fragment n, the one [n] names
+        metadata = message.docs[source['n'] - 1].metadata
+        assert (source['source'], source['page']) == (metadata['source'], metadata['page'])
+        assert source['source'] in PDF_NAMES and source['page'] >= 1
+    assert (message.abstained, message.category) == (False, 'overview')
+    assert not repeated_sentences(message.answer), message.answer
+    specific = rag.context_plus_summary('How do I enable two-factor authentication?')['synthesis']
+    assert not repeated_sentences(specific), specific
 
 
 def test_bootstrap_covers_every_document_once_round_robin(make_rag):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
-from conftest import ROOT, BotClient, free_port, running_bot
+from conftest import ROOT, BotClient, free_port, repeated_sentences, running_bot
 from fake_openai_server import FakeOpenAIServer
 
 from rag_plugin.channels.webchat_ui import render
@@ -33,6 +33,7 @@ STREAMED_ANSWER = ('Deleted notes stay in the trash for 30 days [1]. After that 
                    'so restore a note before then if you still need it [1].')
 HANDBOOK = ('# Team handbook\n\n## Office plants\n\nThe office plants are watered every Tuesday morning by the '
             'facilities team. Plants on the third floor get fertiliser once a month.\n')
+TOO_LARGE = b'x' * (1024 * 1024 + 1024)  # over the 1 MB limit the tests give the bot's RAG
 TIMEOUT_MS = 60_000
 RECORD_PARTIALS = """() => {
   window.__partials = [];
@@ -190,7 +191,8 @@ def running_webchat(setup: Callable[[Any, Any], None], log_file: Path) -> Iterat
 
 
 def webchat_states(bot, platform, rag):
-    """The states of bots/rag_bot.py: greet, answer with streaming, add uploaded files."""
+    """The states of bots/rag_bot.py: greet, answer with streaming (``/overview``: the bootstrap synthesis), add
+    uploaded files."""
     from besser.bot.core.session import Session
 
     from rag_plugin.channels.webchat import describe_ingestion
@@ -203,7 +205,10 @@ def webchat_states(bot, platform, rag):
         session.reply('Hi! Ask me about the Nimbus Notes guides.')
 
     def answer_body(session: Session) -> None:
-        reply_rag_streaming(platform, session, rag)
+        if session.message.strip().lower() == '/overview':
+            platform.reply_rag(session, rag.synthesis())
+        else:
+            reply_rag_streaming(platform, session, rag)
 
     def upload_body(session: Session) -> None:
         session.reply(describe_ingestion(rag.add_file(session.file)))
@@ -255,6 +260,7 @@ def test_web_chat_answers_with_sources_not_found_upload_and_streaming(browser, c
             ExtractiveLLM(bot)
             openai_llm(bot, 'gpt-4o-mini', api_key='k', base_url=llm_server.base_url)
             rags.append(RAG(bot, corpus_store, default_splitter(), 'extractive'))
+            rags[0].max_upload_mb = 1  # the uploader is told the RAG's limit
             webchat_states(bot, platform, rags[0])
 
         bot, platform, ws_port, url = stack.enter_context(running_webchat(setup, tmp_path / 'streamlit.log'))
@@ -294,6 +300,27 @@ def test_web_chat_answers_with_sources_not_found_upload_and_streaming(browser, c
         expect(not_found).to_contain_text("can't find")
         expect(bubbles(page).last.locator('.rag-sources')).to_have_count(0)
 
+        # /overview: the bootstrap synthesis, its [n] with their sources like any answer's, each sentence once
+        ask(page, '/overview')
+        overview = bubbles(page).filter(has=page.locator('.rag-sources')).filter(has_text='Key points by document')
+        expect(overview.locator('.rag-source-cited').first).to_be_visible()
+        numbers = overview.locator('.rag-cite').all_inner_texts()
+        cited = overview.locator('.rag-source-cited').evaluate_all('ns => ns.map(n => n.dataset.sourceNumber)')
+        assert len(numbers) >= 5 and {n.strip('[]') for n in numbers} == set(cited), (numbers, cited)
+        expect(overview.locator('.rag-source-cited .rag-source-file').first).to_have_text(re.compile(r'\w+\.pdf'))
+        expect(overview.locator('.rag-source-cited .rag-source-page').first).to_have_text(re.compile(r'page \d+'))
+        text = overview.get_by_test_id('stMarkdownContainer').first.inner_text()
+        assert not repeated_sentences(text), text
+
+        # The uploader states the bot's limit, and refuses a larger file with it, before sending anything
+        uploader = page.get_by_test_id('stFileUploader')
+        expect(uploader.get_by_test_id('stFileUploaderDropzoneInstructions')).to_contain_text('Limit 1MB per file')
+        page.get_by_test_id('stFileUploaderDropzoneInput').set_input_files(
+            files=[{'name': 'too_large.txt', 'mimeType': 'text/plain', 'buffer': TOO_LARGE}])
+        expect(uploader.get_by_test_id('stFileUploaderFileErrorMessage')).to_have_text('File must be 1.0MB or smaller.')
+        expect(page.get_by_text('Sent too_large.txt')).to_have_count(0)
+        uploader.get_by_test_id('stFileUploaderDeleteBtn').click()  # remove the refused file
+
         # Upload a Markdown file from the chat; the bot adds it and says so; then it answers from it
         page.get_by_test_id('stFileUploaderDropzoneInput').set_input_files(
             files=[{'name': 'team_handbook.md', 'mimeType': 'text/markdown', 'buffer': HANDBOOK.encode()}])
@@ -331,7 +358,9 @@ def test_upload_payload_reaches_the_bot_and_is_ingested(corpus_store):
 
     def setup(bot, platform):
         ExtractiveLLM(bot)
-        webchat_states(bot, platform, RAG(bot, corpus_store, default_splitter(), 'extractive'))
+        rag = RAG(bot, corpus_store, default_splitter(), 'extractive')
+        rag.max_upload_mb = 1
+        webchat_states(bot, platform, rag)
 
     with running_bot(setup) as (bot, port):
         client = BotClient(port)
@@ -349,6 +378,7 @@ def test_upload_payload_reaches_the_bot_and_is_ingested(corpus_store):
                 'Added team_handbook.md: 1 chunk. You can ask about it now.'
             assert 'already in the documents' in upload('team_handbook.md', HANDBOOK.encode())
             assert upload('virus.exe', b'MZ...').startswith('Could not add virus.exe: ')
+            assert upload('too_large.pdf', TOO_LARGE) == 'Could not add too_large.pdf: file too large (limit 1 MB).'
             payload = client.ask('When are the office plants watered?')
             assert 'Tuesday' in payload['message']['answer']
             assert payload['message']['sources'][0]['source'] == 'team_handbook.md'
@@ -356,11 +386,13 @@ def test_upload_payload_reaches_the_bot_and_is_ingested(corpus_store):
             client.close()
 
 
-def test_use_rag_webchat_runs_our_app_with_bbf_arguments(tmp_path):
+def test_use_rag_webchat_runs_our_app_with_bbf_arguments(corpus_store):
     from besser.bot.core.bot import Bot
     from besser.bot.platforms.websocket.websocket_platform import WebSocketPlatform
 
-    from rag_plugin.channels.webchat import APP_PATH, streamlit_command, use_rag_webchat
+    from rag_plugin import RAG, ExtractiveLLM, default_splitter
+    from rag_plugin.channels.webchat import APP_PATH, streamlit_command, upload_limit_mb, use_rag_webchat
+    from rag_plugin.rag import MAX_UPLOAD_MB
     bot = Bot('a_bot')
     platform = use_rag_webchat(bot)
     assert isinstance(platform, WebSocketPlatform) and platform in bot._platforms and platform._use_ui is False
@@ -369,13 +401,23 @@ def test_use_rag_webchat_runs_our_app_with_bbf_arguments(tmp_path):
     assert command[-4:] == [str(APP_PATH), 'a_bot', 'localhost', '8765']
     assert command[command.index('--server.port') + 1] == '5000'
     assert command[command.index('--theme.primaryColor') + 1] == '#2563eb'  # no red input border at rest
+    # the uploader's limit (Streamlit's 200 MB by default) is the one the bot's RAG applies
+    assert command[command.index('--server.maxUploadSize') + 1] == f'{MAX_UPLOAD_MB:g}' == '20'
+    assert upload_limit_mb(bot) == MAX_UPLOAD_MB
+    ExtractiveLLM(bot)
+    rag = RAG(bot, corpus_store, default_splitter(), 'extractive')
+    rag.max_upload_mb = 2.5
+    assert upload_limit_mb(bot) == 2.5
+    command = streamlit_command('a_bot', 'localhost', 8765, '0.0.0.0', 5000, max_upload_mb=upload_limit_mb(bot))
+    assert command[command.index('--server.maxUploadSize') + 1] == '3'  # whole MB: the RAG refuses the rest
     assert platform.title == 'A bot' and use_rag_webchat(Bot('b'), title='Nimbus Notes guides').title == \
         'Nimbus Notes guides'
     assert shutil.which(command[0]) and APP_PATH.is_file()
 
 
-def test_demo_bot_sends_one_message_per_abstention(corpus_store_dir, tmp_path, monkeypatch):
-    """bots/rag_bot.py, as shipped (without the UI): an out-of-scope question gets ONE reply, which asks to clarify."""
+@contextlib.contextmanager
+def demo_bot_client(corpus_store_dir: Path, tmp_path: Path, monkeypatch) -> Iterator[BotClient]:
+    """Run bots/rag_bot.py as shipped (without the UI) on a copy of the corpus store; yield a client it greeted."""
     import runpy
 
     from besser.bot.platforms import websocket
@@ -399,17 +441,42 @@ def test_demo_bot_sends_one_message_per_abstention(corpus_store_dir, tmp_path, m
         client = BotClient(port)
         try:
             client.wait_for('bot_reply_str', timeout=30)  # the greeting
-            mark = len(client.received)
-            reply = client.ask('What is the boiling point of mercury in the kitchen?')
-            assert reply['message']['abstained'] is True
-            assert 'Could you name the feature' in reply['message']['answer']
-            time.sleep(3)  # the clarify state runs after the answer: it must send nothing more
-            assert len(client.received) - mark == 1, client.received[mark:]
-            followup = client.ask('How long do deleted notes stay in the trash?')
-            assert '30 days' in followup['message']['answer']
+            yield client
         finally:
             client.close()
     finally:
         stopper = threading.Thread(target=bot.stop, daemon=True)
         stopper.start()
         stopper.join(10)
+
+
+def test_demo_bot_sends_one_message_per_abstention(corpus_store_dir, tmp_path, monkeypatch):
+    """bots/rag_bot.py, as shipped (without the UI): an out-of-scope question gets ONE reply, which asks to clarify."""
+    with demo_bot_client(corpus_store_dir, tmp_path, monkeypatch) as client:
+        mark = len(client.received)
+        reply = client.ask('What is the boiling point of mercury in the kitchen?')
+        assert reply['message']['abstained'] is True
+        assert 'Could you name the feature' in reply['message']['answer']
+        time.sleep(3)  # the clarify state runs after the answer: it must send nothing more
+        assert len(client.received) - mark == 1, client.received[mark:]
+        followup = client.ask('How long do deleted notes stay in the trash?')
+        assert '30 days' in followup['message']['answer']
+
+
+def test_demo_bot_overview_is_an_answer_with_its_sources(corpus_store_dir, tmp_path, monkeypatch):
+    """The demo's /overview came as Markdown: its [1]...[12] had no sources. It is a RAG answer, whose sources are
+    the fragments its markers cite, and it says each sentence once."""
+    with demo_bot_client(corpus_store_dir, tmp_path, monkeypatch) as client:
+        mark = len(client.received)
+        message = client.ask('/overview', timeout=30)['message']
+        assert [p['action'] for p in client.received[mark:]] == ['bot_reply_rag']
+        assert 'Key points by document:' in message['answer'] and not message['abstained']
+        markers = {int(n) for n in re.findall(r'\[(\d+)\]', message['answer'])}
+        assert markers and markers == set(message['cited']) == set(render.cited_numbers(message))
+        assert {s['n'] for s in message['sources'] if s['cited']} == markers
+        for source in message['sources']:
+            metadata = message['docs'][source['n'] - 1]['metadata']
+            assert (source['source'], source['page']) == (metadata['source'], metadata['page'])
+        assert not repeated_sentences(message['answer']), message['answer']
+        html = render.sources_html(message)
+        assert html.count('rag-source rag-source-cited') == len(markers)

@@ -4,7 +4,9 @@ The UI (:mod:`rag_plugin.channels.webchat_ui`) shows answers with visible citati
 file, page, score and a snippet, "not found in the documents" and fallback answers in their own styles, streamed
 answers in one bubble (see :func:`rag_plugin.channels.websocket.reply_rag_streaming`), and an uploader that sends
 pdf / md / txt / docx files to the bot (BBF's ``user_file`` payload; handle them with a ``when_file_received_go_to``
-transition to a state that calls ``rag.add_file(session.file)``; :func:`describe_ingestion` words the reply).
+transition to a state that calls ``rag.add_file(session.file)``; :func:`describe_ingestion` words the reply). The
+uploader states and applies the limit of the bot's RAG (``rag.max_upload_mb``, 20 MB by default), so a larger file is
+refused in the page, with the limit, before it is sent.
 
 Usage::
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import math
 import os
 import signal
 import subprocess
@@ -28,6 +31,8 @@ from typing import IO, TYPE_CHECKING, Optional, Sequence, Union
 
 from besser.bot.platforms import websocket
 from besser.bot.platforms.websocket.websocket_platform import WebSocketPlatform
+
+from rag_plugin.rag import MAX_UPLOAD_MB
 
 if TYPE_CHECKING:
     from besser.bot.core.bot import Bot
@@ -53,8 +58,15 @@ def default_title(bot_name: str) -> str:
     return words[:1].upper() + words[1:] if words else 'RAG chat'
 
 
+def upload_limit_mb(bot: 'Bot') -> float:
+    """The largest file the bot's RAG adds from the chat (its ``max_upload_mb``; :data:`MAX_UPLOAD_MB` without one)."""
+    rag = getattr(getattr(bot, 'nlp_engine', None), '_rag', None)  # where BBF keeps the bot's RAG
+    return float(getattr(rag, 'max_upload_mb', MAX_UPLOAD_MB))
+
+
 def streamlit_command(bot_name: str, websocket_host: str, websocket_port: int, ui_host: str, ui_port: int,
-                      headless: bool = True, extra_args: Sequence[str] = ()) -> list[str]:
+                      headless: bool = True, extra_args: Sequence[str] = (),
+                      max_upload_mb: float = MAX_UPLOAD_MB) -> list[str]:
     """The command that runs the web chat: BBF's ``streamlit run`` arguments, with this interpreter's Streamlit
     (through :mod:`rag_plugin.channels.webchat_ui.launch`, which also stops it when the bot process ends).
 
@@ -66,6 +78,8 @@ def streamlit_command(bot_name: str, websocket_host: str, websocket_port: int, u
         ui_port (int): the port the UI listens on
         headless (bool): do not open a browser (and never ask for an e-mail address on the terminal)
         extra_args (Sequence[str]): more ``streamlit run`` options (before the script)
+        max_upload_mb (float): the upload limit the uploader states and applies (Streamlit counts whole MB: a
+            fractional limit is rounded up, and the RAG refuses the rest)
     """
     return [
         sys.executable, '-m', 'rag_plugin.channels.webchat_ui.launch', 'run',
@@ -78,6 +92,7 @@ def streamlit_command(bot_name: str, websocket_host: str, websocket_port: int, u
         '--client.toolbarMode', 'minimal',
         '--runner.magicEnabled', 'false',
         '--theme.primaryColor', THEME_COLOR,
+        '--server.maxUploadSize', str(max(1, math.ceil(max_upload_mb))),
         *extra_args,
         str(APP_PATH),
         bot_name, str(websocket_host), str(websocket_port),
@@ -131,7 +146,7 @@ class RAGWebChatPlatform(WebSocketPlatform):
             self.title,
             self._bot.get_property(websocket.WEBSOCKET_HOST), self._bot.get_property(websocket.WEBSOCKET_PORT),
             self._bot.get_property(websocket.STREAMLIT_HOST), self._bot.get_property(websocket.STREAMLIT_PORT),
-            self.headless, self.streamlit_args)
+            self.headless, self.streamlit_args, upload_limit_mb(self._bot))
         env = dict(os.environ)
         root = str(APP_PATH.parents[3])  # the folder holding rag_plugin, for a checkout that is not installed
         env['PYTHONPATH'] = os.pathsep.join(p for p in (root, env.get('PYTHONPATH')) if p)

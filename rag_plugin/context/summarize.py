@@ -27,6 +27,7 @@ CRITICAL_CUES = re.compile(
 _GENERIC_SECTIONS = re.compile(r'^(about this (guide|document)|introduction|intro|overview|contents|table of '
                                r'contents|summary|index|preface|notes?)$', re.I)
 _WORDS = re.compile(r'[A-Za-z0-9]')
+_CITATION = re.compile(r'\s*\[\d+(?:\s*[,;]\s*\d+)*\]')
 
 
 def is_generic_section(section: str) -> bool:
@@ -120,6 +121,13 @@ def cite(text: str, n: int) -> str:
     """Put ``[n]`` before the sentence's final punctuation."""
     text = text.rstrip()
     return f'{text[:-1]} [{n}]{text[-1]}' if text[-1:] in '.!?:' else f'{text} [{n}]'
+
+
+def said(sentence: str, text: str) -> bool:
+    """Whether a sentence is already in a text, whatever their ``[n]`` citations (two overlapping chunks give the
+    same sentence two numbers)."""
+    core = _CITATION.sub('', sentence).strip().rstrip('.!?:').strip()
+    return bool(core) and core in _CITATION.sub('', text)
 
 
 def _score(query: str, sentences: list[Sentence], docs: Optional[list[Document]] = None) -> None:
@@ -256,10 +264,12 @@ def distinctive_terms(docs: list[Document], n: int) -> list[str]:
     return [t for t in ranked if spread[t] > 1 or len(docs) == 1][:n]
 
 
-def key_points(query: str, docs: list[Document], per_document: int = 2, panoramic: bool = False
+def key_points(query: str, docs: list[Document], per_document: int = 2, panoramic: bool = False, shown: str = ''
                ) -> list[tuple[str, str, str]]:
     """The best sentences of each document among the items, in item order: ``(source_id, title, text)``; code
-    files list their symbols and first comment instead (``panoramic`` as in :func:`extractive_summary`)."""
+    files list their symbols and first comment instead (``panoramic`` as in :func:`extractive_summary`).
+
+    A sentence is given once, and not when ``shown`` (e.g. the summary above the points) already says it."""
     sentences = item_sentences(docs)
     _score(query, sentences, docs if panoramic else None)
     order: dict[str, list[int]] = {}
@@ -277,7 +287,11 @@ def key_points(query: str, docs: list[Document], per_document: int = 2, panorami
                                                                                             else '.')
             out.append((source, title, cite(text, numbers[0])))
             continue
-        best = sorted((s for s in sentences if s.item in numbers), key=lambda s: -s.score)[:per_document]
+        best: list[Sentence] = []
+        for s in sorted((s for s in sentences if s.item in numbers), key=lambda s: -s.score):
+            if len(best) < per_document and not said(s.text, shown):
+                best.append(s)
+                shown += '\n' + s.text
         if best:
             best.sort(key=lambda s: (s.item, s.position))
             out.append((source, title, ' '.join(cite(s.text, s.item) for s in best)))
