@@ -168,12 +168,20 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_note(note: Optional[str]) -> None:
+    """Tell the user how the question was taken (a question over the limit is cut), on stderr: stdout stays the
+    answer (or its JSON, which also has the ``note``)."""
+    if note:
+        print(f'note: {note}', file=sys.stderr)
+
+
 def cmd_ask(args: argparse.Namespace) -> int:
     """Answer one question and print the answer with its sources, numbered like the answer's [n] markers."""
     _require_question(args.question)
     _require_store(args.store)
     rag = _build_rag(args)
     result = rag.run(message=args.question)
+    _print_note(result.note)
     # One entry per fragment given to the answerer, in fragment order: [n] in the answer is source n here.
     sources = sorted(({'n': s['n'], 'source': s['source'], 'page': s['page'], 'score': s['score'],
                        'chunk_id': s['chunk_id'], 'cited': s['cited']} for s in result.sources),
@@ -181,7 +189,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({'answer': result.answer, 'cited': result.cited, 'sources': sources,
                           'llm_name': result.llm_name, 'confidence': result.confidence,
-                          'abstained': result.abstained, 'degraded': result.degraded, 'cached': result.cached},
+                          'abstained': result.abstained, 'degraded': result.degraded, 'cached': result.cached,
+                          'note': result.note},
                          indent=2, ensure_ascii=False))
         return 0
     print(result.answer)
@@ -250,6 +259,7 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f'error: {e}', file=sys.stderr)
         return 2
+    _print_note(package.get('note'))
     if args.json:
         print(json.dumps(package, indent=2, ensure_ascii=False))
     else:
@@ -266,6 +276,7 @@ def cmd_answer(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f'error: {e}', file=sys.stderr)
         return 2
+    _print_note(result.get('note'))
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
         return 0
@@ -451,7 +462,8 @@ def build_parser() -> argparse.ArgumentParser:
                                         'rag_trace.jsonl in the store folder)')
     p.add_argument('--json', action='store_true',
                    help='print {"answer", "cited", "sources": [{"n", "source", "page", "score", "chunk_id", '
-                        '"cited"}], "llm_name", "confidence", "abstained", "degraded"}; source n is fragment [n]')
+                        '"cited"}], "llm_name", "confidence", "abstained", "degraded", "cached", "note"}; source n is '
+                        'fragment [n]; note: says when the question was cut (over the length limit), else null')
     p.set_defaults(func=cmd_ask)
 
     def with_context(p: argparse.ArgumentParser) -> argparse.ArgumentParser:

@@ -57,8 +57,8 @@ class ScopeBody(BaseModel):
 class ContextBody(BaseModel):
     """A context request."""
     model_config = ConfigDict(extra='forbid')
-    question: str = Field('', max_length=DEFAULT_MAX_QUESTION_CHARS,
-                          description="the question; '' asks for a bootstrap")
+    question: str = Field('', description=f"the question; '' asks for a bootstrap (over {DEFAULT_MAX_QUESTION_CHARS} "
+                                          "characters: cut, and the reply's note says so)")
     intent: Literal['auto', 'bootstrap', 'specific'] = 'auto'
     mode: Literal['auto', 'documental', 'codigo'] = 'auto'
     scope: Optional[ScopeBody] = None
@@ -77,7 +77,8 @@ class AskScope(BaseModel):
 class AskBody(BaseModel):
     """A question for the RAG itself (no conversation: each request stands alone)."""
     model_config = ConfigDict(extra='forbid')
-    question: str = Field(..., min_length=1, max_length=DEFAULT_MAX_QUESTION_CHARS, description='the question')
+    question: str = Field(..., min_length=1, description=f"the question (over {DEFAULT_MAX_QUESTION_CHARS} "
+                                                         "characters: cut, and the reply's note says so)")
     scope: Optional[AskScope] = None
     k: Optional[int] = Field(None, ge=1, le=100, description="chunks retrieved (default: the RAG's k)")
 
@@ -227,7 +228,8 @@ def create_app(rag: 'RAG', api_key: Optional[str] = None, max_body_bytes: int = 
     @app.post('/ask', dependencies=[Depends(check_key)])
     def ask(body: AskBody) -> dict:
         """The RAG's own answer, as a bot gets it (RAGMessage.to_dict): answer, docs, sources, confidence, abstained,
-        degraded, cited, category, cached (answered from the semantic answer cache)."""
+        degraded, cited, category, cached (answered from the semantic answer cache), note (says when the question
+        was cut; else null)."""
         where = scope_filter(source_id=body.scope.sourceId, tags=body.scope.tags) if body.scope else None
         return guarded('ask', lambda: rag.run(message=body.question, k=body.k, filter=where).to_dict())
 

@@ -190,3 +190,27 @@ def test_a_failed_ingest_leaves_no_store_behind(tmp_path):
     asked = cli('ask', 'What is the API rate limit?', '--store', str(store))
     assert asked.returncode == 2 and asked.stderr.startswith(f'error: no store at {store}')
 
+
+def test_ask_says_when_the_question_was_cut(corpus_store_dir, tmp_path):
+    """A question over the limit is cut to its first 4,000 characters, and the answer says so (stderr; --json)."""
+    question = 'What is the API rate limit? ' + 'Tell me about the API rate limit. ' * 150
+    args = ('ask', question, '--store', str(corpus_store_dir), '--trace-file', str(tmp_path / 't.jsonl'))
+    note = f'question too long: only its first 4000 of {len(question)} characters were used'
+    plain = cli(*args)
+    assert plain.returncode == 0 and plain.stderr == f'note: {note}\n', plain.stderr
+    assert 'abstained' not in plain.stdout and '[1] integrations_and_api.pdf' in plain.stdout
+    data = json.loads(cli(*args, '--json').stdout)
+    assert data['note'] == note
+    short = json.loads(cli('ask', 'What is the API rate limit?', '--store', str(corpus_store_dir), '--json',
+                           '--trace-file', str(tmp_path / 't.jsonl')).stdout)
+    assert short['note'] is None
+
+
+def test_retrieve_and_answer_say_when_the_question_was_cut(corpus_store_dir):
+    question = 'What is the API rate limit? ' + 'Tell me about the API rate limit. ' * 150
+    for command in ('retrieve', 'answer'):
+        result = cli(command, question, '--store', str(corpus_store_dir), '--json')
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)['note'].startswith('question too long: only its first 4000 of ')
+        assert cli(command, question, '--store', str(corpus_store_dir)).stderr.startswith('note: question too long')
+

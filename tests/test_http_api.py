@@ -156,3 +156,25 @@ def test_ask_is_the_rags_own_answer_with_the_answer_cache(make_rag):
     assert client.post('/ask', json={'question': 'x'}).status_code == 401
     assert client.post('/ask', json={'question': ''}, headers=headers).status_code == 422
     assert client.post('/ask', json={'question': 'x', 'scope': {'sourceRef': 'a/'}}, headers=headers).status_code == 422
+
+
+LONG_QUESTION = 'What is the API rate limit? ' + 'Tell me about the API rate limit. ' * 1400  # 47,628 characters
+
+
+def test_a_question_over_the_limit_is_cut_and_the_reply_says_so(rag):
+    """Every endpoint answers the first 4,000 characters and says so in ``note`` (as the CLI and the chat do)."""
+    from rag_plugin.server import create_app
+    client = TestClient(create_app(rag, api_key=KEY))
+    note = f'question too long: only its first 4000 of {len(LONG_QUESTION)} characters were used'
+    for path in ('/ask', '/retrieve', '/answer'):
+        response = client.post(path, json={'question': LONG_QUESTION}, headers={'X-API-Key': KEY})
+        assert response.status_code == 200, (path, response.text[:300])
+        assert response.json()['note'] == note, path
+    answer = client.post('/ask', json={'question': LONG_QUESTION}, headers={'X-API-Key': KEY}).json()
+    assert len(answer['question']) == 4000 and not answer['abstained']
+    assert answer['sources'][0]['source'] == 'integrations_and_api.pdf'
+    short = client.post('/ask', json={'question': 'What is the API rate limit?'}, headers={'X-API-Key': KEY}).json()
+    assert short['note'] is None
+    assert 'note' not in client.post('/retrieve', json={'question': 'What is the API rate limit?'},
+                                     headers={'X-API-Key': KEY}).json()
+
