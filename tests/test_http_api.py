@@ -1,5 +1,6 @@
 """The HTTP API for agents: /retrieve and /answer return the Python API's JSON; API key (401), body limit (413),
 health, OpenAPI docs, and a real uvicorn server on 127.0.0.1."""
+import json
 import threading
 import time
 
@@ -178,3 +179,36 @@ def test_a_question_over_the_limit_is_cut_and_the_reply_says_so(rag):
     assert 'note' not in client.post('/retrieve', json={'question': 'What is the API rate limit?'},
                                      headers={'X-API-Key': KEY}).json()
 
+
+@pytest.mark.parametrize('body', [
+    {'question': 'x', 'k': 'y' * 50_000},
+    {'question': 'x', 'intent': 'y' * 50_000},
+    {'question': 'x', 'y' * 50_000: 1},
+    {'question': ['y' * 50_000]},
+    {'question': 'x', 'scope': {'tags': [1] * 20_000}},
+    {'question': 'x', 'scope': {'sourceId': {'y' * 50_000: 1}}},
+])
+def test_a_422_never_echoes_the_input(rag, body):
+    """A validation error names the field and the problem in a small body, whatever the caller sent."""
+    from rag_plugin.server import create_app
+    client = TestClient(create_app(rag, api_key=KEY))
+    for path in ('/ask', '/retrieve', '/answer'):
+        response = client.post(path, json=body, headers={'X-API-Key': KEY})
+        assert response.status_code == 422, (path, response.text[:300])
+        assert len(response.content) < 2_000, (path, len(response.content))
+        assert response.json()['detail'][0]['loc'][0] == 'body'
+    broken = client.post('/ask', content='{"question": "' + 'y' * 50_000,
+                         headers={'X-API-Key': KEY, 'Content-Type': 'application/json'})
+    assert broken.status_code == 422 and len(broken.content) < 2_000
+
+
+def test_a_body_without_the_json_content_type_gets_a_clear_415(client):
+    """`curl -d '{...}'` sends application/x-www-form-urlencoded: the reply says which header to send."""
+    body = json.dumps({'question': 'What is the API rate limit?'})
+    for content_type in ('application/x-www-form-urlencoded', 'text/plain'):
+        for path in ('/ask', '/retrieve', '/answer'):
+            response = client.post(path, content=body, headers={'X-API-Key': KEY, 'Content-Type': content_type})
+            assert response.status_code == 415, (path, response.text)
+            assert "Content-Type: application/json" in response.json()['detail']
+    as_json = client.post('/ask', content=body, headers={'X-API-Key': KEY, 'Content-Type': 'application/json'})
+    assert as_json.status_code == 200 and '600 requests per minute' in as_json.json()['answer']
