@@ -295,7 +295,7 @@ def cmd_answer(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """Serve the HTTP API for agents (POST /retrieve, POST /answer, GET /health, /docs)."""
+    """Serve the HTTP API (POST /ask, POST /retrieve, POST /answer, GET /health, /docs)."""
     from rag_plugin.server import API_KEY_ENV, serve  # before the store is opened: a missing extra says so first
     _require_store(args.store)
     rag = _build_rag(args)
@@ -496,8 +496,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_answer)
 
     p = with_store(sub.add_parser(
-        'serve', help='HTTP API for agents: POST /retrieve, POST /answer, GET /health, docs at /docs',
-        description='Serve the context API with uvicorn. Bound to 127.0.0.1 unless --host says otherwise.'))
+        'serve', help='HTTP API: POST /ask, POST /retrieve, POST /answer, GET /health, docs at /docs',
+        description="Serve the HTTP API with uvicorn: POST /ask (the RAG's own answer, with sources), "
+                    'POST /retrieve (a context package), POST /answer (a cited answer built on one), GET /health '
+                    '(which parts work), OpenAPI docs at /docs. POST bodies are JSON, sent with the header '
+                    "'Content-Type: application/json' (and 'X-API-Key: KEY' when the server has a key). Bound to "
+                    '127.0.0.1 unless --host says otherwise.'))
     from rag_plugin.api_defaults import API_KEY_ENV, DEFAULT_HOST, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT
     p.add_argument('--host', default=DEFAULT_HOST, help='address to bind (default: %(default)s)')
     p.add_argument('--port', type=_number(int, 1, 65535), default=DEFAULT_PORT, help='port (default: %(default)s)')

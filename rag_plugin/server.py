@@ -12,6 +12,8 @@ so; a 422 names the fields and never echoes what was sent); a part that is down 
 ``note`` says so::
 
     python -m rag_plugin serve --port 8000 --api-key "$KEY"      # or env RAG_PLUGIN_API_KEY
+    curl -s http://127.0.0.1:8000/ask -H "X-API-Key: $KEY" -H 'Content-Type: application/json' \\
+        -d '{"question": "What is the API rate limit?"}'
 """
 from __future__ import annotations
 

@@ -214,3 +214,8 @@ def test_retrieve_and_answer_say_when_the_question_was_cut(corpus_store_dir):
         assert json.loads(result.stdout)['note'].startswith('question too long: only its first 4000 of ')
         assert cli(command, question, '--store', str(corpus_store_dir)).stderr.startswith('note: question too long')
 
+
+def test_serve_help_lists_the_endpoints():
+    help_text = ' '.join(cli('serve', '--help').stdout.split())
+    for endpoint in ('POST /ask', 'POST /retrieve', 'POST /answer', 'GET /health'):
+        assert endpoint in help_text

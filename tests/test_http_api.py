@@ -1,12 +1,14 @@
 """The HTTP API for agents: /retrieve and /answer return the Python API's JSON; API key (401), body limit (413),
 health, OpenAPI docs, and a real uvicorn server on 127.0.0.1."""
 import json
+import shlex
+import subprocess
 import threading
 import time
 
 import httpx
 import pytest
-from conftest import free_port
+from conftest import ROOT, free_port
 from fastapi.testclient import TestClient
 
 KEY = 'test-key-123'
@@ -110,6 +112,16 @@ def test_without_a_key_no_header_is_needed(rag):
     assert response.status_code == 200 and response.json()['items']
 
 
+def readme_curl(port: int, key: str) -> str:
+    """Run the README's curl example against a server on ``port`` with API key ``key``; its output."""
+    text = (ROOT / 'README.md').read_text().replace('\\\n', ' ')
+    [line] = [line.split('#')[0] for line in text.splitlines() if line.startswith('curl ')]
+    args = [arg.replace('8000', str(port)).replace('SECRET', key) for arg in shlex.split(line)]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
 def test_uvicorn_serves_on_localhost(rag):
     import uvicorn
 
@@ -130,6 +142,7 @@ def test_uvicorn_serves_on_localhost(rag):
                             headers={'X-API-Key': KEY}, timeout=120)
         assert answer.status_code == 200 and 'storage quota' in answer.json()['answer']
         assert httpx.post(f'{url}/answer', json={'question': 'x'}, timeout=30).status_code == 401
+        assert '600 requests per minute' in json.loads(readme_curl(port, KEY))['answer']
     finally:
         server.should_exit = True
         thread.join(10)
