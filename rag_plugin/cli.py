@@ -8,16 +8,53 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 from collections import Counter
-from typing import Optional
+from typing import Any, Callable, Optional
 
 from rag_plugin.extras import MissingExtra, require
 
 
 class UsageError(Exception):
     """A mistake the user can fix: printed as one ``error:`` line, exit code 2."""
+
+
+def _number(kind: type, low: float, high: float = math.inf) -> Callable[[str], Any]:
+    """An argparse ``type``: a ``kind`` (int or float) from ``low`` to ``high``; anything else is one usage error
+    naming the option (``argument --k: must be an integer >= 1, got -3``), before a store is opened."""
+    word = 'an integer' if kind is int else 'a number'
+    bounds = f'>= {low:g}' if high == math.inf else f'from {low:g} to {high:g}'
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or value in (math.inf, -math.inf) or not low <= value <= high:  # NaN: not in range
+            raise argparse.ArgumentTypeError(f'must be {word} {bounds}, got {text}')
+        return value
+    return parse
+
+
+COUNT = _number(int, 1)
+"""An argparse ``type``: an integer >= 1 (``--k``, ``-n``)."""
+
+
+def _counts(text: str) -> tuple[int, ...]:
+    """An argparse ``type``: comma-separated integers >= 1 (``eval --k 1,4,10``)."""
+    try:
+        return tuple(COUNT(part) for part in text.split(','))
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f'must be comma-separated integers >= 1, got {text}') from None
+
+
+SECONDS = _number(float, 0)
+"""An argparse ``type``: a number of seconds >= 0."""
+
+THRESHOLD = _number(float, 0, 1)
+"""An argparse ``type``: a relevance threshold, a number from 0 to 1."""
 
 
 def _store_trace_path(store: str) -> str:
@@ -49,8 +86,9 @@ def _build_rag(args: argparse.Namespace):
     llm = default_llm(bot, getattr(args, 'model', None))
     threshold = getattr(args, 'threshold', None)
     trace_file = getattr(args, 'trace_file', None)
+    k = getattr(args, 'k', None)
     try:
-        return RAG(bot, store, default_splitter(), llm.name, k=getattr(args, 'k', 4) or 4,
+        return RAG(bot, store, default_splitter(), llm.name, k=4 if k is None else k,
                    relevance_threshold=DEFAULT_RELEVANCE_THRESHOLD if threshold is None else threshold,
                    trace_file=(trace_file or _store_trace_path(args.store)) if hasattr(args, 'trace_file') else None,
                    cache=_answer_cache())
@@ -106,6 +144,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if not args.path and not args.repair:
         print('error: give a folder or file to ingest, or --repair', file=sys.stderr)
         return 2
+    if args.path and not os.path.exists(args.path):  # before the store is opened, which would create an empty one
+        raise UsageError(f'No such file or folder: {args.path}')
     rag = _build_rag(args)
     if args.wait is not None:
         rag.ingestor.write_lock.timeout = args.wait
@@ -133,12 +173,20 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_note(note: Optional[str]) -> None:
+    """Tell the user how the question was taken (a question over the limit is cut), on stderr: stdout stays the
+    answer (or its JSON, which also has the ``note``)."""
+    if note:
+        print(f'note: {note}', file=sys.stderr)
+
+
 def cmd_ask(args: argparse.Namespace) -> int:
     """Answer one question and print the answer with its sources, numbered like the answer's [n] markers."""
     _require_question(args.question)
     _require_store(args.store)
     rag = _build_rag(args)
     result = rag.run(message=args.question)
+    _print_note(result.note)
     # One entry per fragment given to the answerer, in fragment order: [n] in the answer is source n here.
     sources = sorted(({'n': s['n'], 'source': s['source'], 'page': s['page'], 'score': s['score'],
                        'chunk_id': s['chunk_id'], 'cited': s['cited']} for s in result.sources),
@@ -146,7 +194,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({'answer': result.answer, 'cited': result.cited, 'sources': sources,
                           'llm_name': result.llm_name, 'confidence': result.confidence,
-                          'abstained': result.abstained, 'degraded': result.degraded, 'cached': result.cached},
+                          'abstained': result.abstained, 'degraded': result.degraded, 'cached': result.cached,
+                          'note': result.note},
                          indent=2, ensure_ascii=False))
         return 0
     print(result.answer)
@@ -215,6 +264,7 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f'error: {e}', file=sys.stderr)
         return 2
+    _print_note(package.get('note'))
     if args.json:
         print(json.dumps(package, indent=2, ensure_ascii=False))
     else:
@@ -231,6 +281,7 @@ def cmd_answer(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f'error: {e}', file=sys.stderr)
         return 2
+    _print_note(result.get('note'))
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
         return 0
@@ -249,7 +300,7 @@ def cmd_answer(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """Serve the HTTP API for agents (POST /retrieve, POST /answer, GET /health, /docs)."""
+    """Serve the HTTP API (POST /ask, POST /retrieve, POST /answer, GET /health, /docs)."""
     from rag_plugin.server import API_KEY_ENV, serve  # before the store is opened: a missing extra says so first
     _require_store(args.store)
     rag = _build_rag(args)
@@ -350,7 +401,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from rag_plugin.evaluation import (DEFAULT_CONFIGS, format_table, plot, results_to_dict, run_evaluation)
     if args.plot:  # before the evaluation runs, not after
         require('matplotlib', 'eval', 'the evaluation plots (--plot)')
-    ks = tuple(int(k) for k in args.k.split(','))
+    ks = args.k  # a tuple (the parser's type)
     configs = tuple(c for c in (args.configs or ','.join(DEFAULT_CONFIGS)).split(',') if c)
     results = run_evaluation(args.pdfs, args.qa, ks, configs, args.baseline, args.cache, args.threshold,
                              progress=not args.json_only, backend=args.backend)
@@ -405,7 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--repair', action='store_true',
                    help="first make the store consistent (see 'stats --check'): embed again the chunks its vector "
                         'index lacks, delete chunks no file owns')
-    p.add_argument('--wait', type=float, help='seconds to wait while another process writes to the store '
+    p.add_argument('--wait', type=SECONDS, help='seconds to wait while another process writes to the store '
                                               '(default: env RAG_PLUGIN_WRITE_LOCK_TIMEOUT or 300)')
     p.add_argument('--tags', help='comma-separated tags stored on every chunk')
     p.add_argument('--json', action='store_true', help='print the report as JSON')
@@ -417,14 +468,15 @@ def build_parser() -> argparse.ArgumentParser:
                                               '(file, 1-based page, score). Uses OpenAI when OPENAI_API_KEY or '
                                               'OPENAI_BASE_URL is set, else the offline extractive answerer.'))
     p.add_argument('question')
-    p.add_argument('--k', type=int, default=4, help='chunks to retrieve (default: %(default)s)')
-    p.add_argument('--threshold', type=float, help='relevance threshold (default: the calibrated one)')
+    p.add_argument('--k', type=COUNT, default=4, help='chunks to retrieve (default: %(default)s)')
+    p.add_argument('--threshold', type=THRESHOLD, help='relevance threshold (default: the calibrated one)')
     p.add_argument('--model', help='OpenAI model name (when OpenAI is configured)')
     p.add_argument('--trace-file', help='append a trace line to this file (default: env RAG_PLUGIN_TRACE, else '
                                         'rag_trace.jsonl in the store folder)')
     p.add_argument('--json', action='store_true',
                    help='print {"answer", "cited", "sources": [{"n", "source", "page", "score", "chunk_id", '
-                        '"cited"}], "llm_name", "confidence", "abstained", "degraded"}; source n is fragment [n]')
+                        '"cited"}], "llm_name", "confidence", "abstained", "degraded", "cached", "note"}; source n is '
+                        'fragment [n]; note: says when the question was cut (over the length limit), else null')
     p.set_defaults(func=cmd_ask)
 
     def with_context(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -437,7 +489,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument('--source-ref', help='only sources whose id starts with this prefix (a workspace or project '
                                             'folder, e.g. projects/alpha/)')
         p.add_argument('--tags', help='comma-separated tags every chunk must carry')
-        p.add_argument('--k', type=int, help='items (default: 4 specific, 12 bootstrap)')
+        p.add_argument('--k', type=COUNT, help='items (default: 4 specific, 12 bootstrap)')
         p.add_argument('--model', help='OpenAI model name (when OpenAI is configured)')
         p.add_argument('--json', action='store_true', help='print the JSON contract')
         return p
@@ -457,13 +509,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_answer)
 
     p = with_store(sub.add_parser(
-        'serve', help='HTTP API for agents: POST /retrieve, POST /answer, GET /health, docs at /docs',
-        description='Serve the context API with uvicorn. Bound to 127.0.0.1 unless --host says otherwise.'))
+        'serve', help='HTTP API: POST /ask, POST /retrieve, POST /answer, GET /health, docs at /docs',
+        description="Serve the HTTP API with uvicorn: POST /ask (the RAG's own answer, with sources), "
+                    'POST /retrieve (a context package), POST /answer (a cited answer built on one), GET /health '
+                    '(which parts work), OpenAPI docs at /docs. POST bodies are JSON, sent with the header '
+                    "'Content-Type: application/json' (and 'X-API-Key: KEY' when the server has a key). Bound to "
+                    '127.0.0.1 unless --host says otherwise.'))
     from rag_plugin.api_defaults import API_KEY_ENV, DEFAULT_HOST, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT
     p.add_argument('--host', default=DEFAULT_HOST, help='address to bind (default: %(default)s)')
-    p.add_argument('--port', type=int, default=DEFAULT_PORT, help='port (default: %(default)s)')
+    p.add_argument('--port', type=_number(int, 1, 65535), default=DEFAULT_PORT, help='port (default: %(default)s)')
     p.add_argument('--api-key', help=f'require this X-API-Key header (default: env {API_KEY_ENV}; none: no key)')
-    p.add_argument('--max-body-bytes', type=int, default=DEFAULT_MAX_BODY_BYTES,
+    p.add_argument('--max-body-bytes', type=COUNT, default=DEFAULT_MAX_BODY_BYTES,
                    help='larger requests get 413 (default: %(default)s)')
     p.add_argument('--model', help='OpenAI model name (when OpenAI is configured)')
     p.set_defaults(func=cmd_serve)
@@ -487,7 +543,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = with_store(sub.add_parser('trace', help='show the last calls of a trace file readably'))
     p.add_argument('--file', help='the trace file (default: env RAG_PLUGIN_TRACE, else rag_trace.jsonl in the '
                                   'store folder, where ask writes it)')
-    p.add_argument('-n', '--last', type=int, default=10, help='how many calls (default: %(default)s)')
+    p.add_argument('-n', '--last', type=COUNT, default=10, help='how many calls (default: %(default)s)')
     p.add_argument('--json', action='store_true')
     p.set_defaults(func=cmd_trace)
 
@@ -497,10 +553,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--pdfs', required=True, help='the folder of documents')
     p.add_argument('--qa', required=True, action='append',
                    help='a QA .jsonl file (repeatable; items may have "answerable": false)')
-    p.add_argument('--k', default='1,4,10', help='comma-separated k for hit@k (default: %(default)s)')
+    p.add_argument('--k', type=_counts, default='1,4,10', help='comma-separated k for hit@k (default: %(default)s)')
     p.add_argument('--configs', help='comma-separated configurations (default: all: dense, hybrid-rrf, ...)')
     p.add_argument('--baseline', action='store_true', help="also evaluate BBF 1.5's original RAG")
-    p.add_argument('--threshold', type=float, help='guard threshold to report abstention at')
+    p.add_argument('--threshold', type=THRESHOLD, help='guard threshold to report abstention at')
     p.add_argument('--cache', default='.cache/eval', help='ingested stores are kept here (default: %(default)s)')
     p.add_argument('--backend', choices=('chroma', 'postgres'), default='chroma',
                    help='the store evaluated: chroma, or postgres (the same chunks and embeddings copied into '

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any, Optional
 
 DEFAULT_MAX_QUESTION_CHARS = 4000
-"""int: questions longer than this are cut (for retrieval, the prompt and the trace)."""
+"""int: questions longer than this are cut to their first 4,000 characters, at every door (``RAG.run``, the context
+methods, the command line, the chats, the HTTP API), and the reply says so (its ``note``)."""
 
 FILTER_OPERATORS = frozenset({'$eq', '$ne', '$in', '$nin', '$gt', '$gte', '$lt', '$lte'})
 """frozenset[str]: the comparison operators of a metadata filter (Chroma's ``where``; also what
@@ -47,13 +48,15 @@ def check_question(message: Any) -> Optional[str]:
 
 
 def cut_question(question: str, max_chars: int) -> tuple[str, Optional[str]]:
-    """Cut a question to ``max_chars`` characters.
+    """Cut a question to its first ``max_chars`` characters (0: no limit).
 
     Returns:
-        tuple[str, str | None]: the question (cut or not) and a note saying what was cut (None when nothing was)
+        tuple[str, str | None]: the question (cut or not) and a note for the user saying what was cut (None when
+        nothing was)
     """
     if max_chars and len(question) > max_chars:
-        return question[:max_chars], f'question cut from {len(question)} to {max_chars} characters'
+        return question[:max_chars], (f'question too long: only its first {max_chars} of {len(question)} characters '
+                                      'were used')
     return question, None
 
 

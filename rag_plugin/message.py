@@ -61,6 +61,8 @@ class RAGMessage:
         category (str | None): the topic of the answer: the category or tag its cited documents were given at
             ingestion, else the title of the top cited document; None when abstaining
         cached (bool): True when the answer comes from the semantic answer cache (:mod:`rag_plugin.cache`)
+        note (str | None): what the user should know about how the question was taken: ``'question too long: only
+            its first 4000 of 9000 characters were used'``; None when nothing
 
     Attributes:
         llm_name (str): the name of the LLM that generated the answer
@@ -75,12 +77,13 @@ class RAGMessage:
         cited (list[int]): the fragment numbers the answer cites
         category (str | None): the topic of the answer (None when abstaining)
         cached (bool): whether the answer comes from the answer cache
+        note (str | None): what the user should know about how the question was taken (None: nothing)
     """
 
     def __init__(self, llm_name: str, question: str, answer: str, docs: list[Document],
                  sources: Optional[list[dict]] = None, confidence: str = 'low', abstained: bool = False,
                  degraded: bool = False, query: Optional[str] = None, cited: Optional[list[int]] = None,
-                 category: Optional[str] = None, cached: bool = False):
+                 category: Optional[str] = None, cached: bool = False, note: Optional[str] = None):
         self.llm_name: str = llm_name
         self.question: str = question
         self.answer: str = answer
@@ -93,6 +96,7 @@ class RAGMessage:
         self.cited: list[int] = cited or []
         self.category: Optional[str] = category
         self.cached: bool = cached
+        self.note: Optional[str] = note
 
     def to_dict(self) -> dict:
         """Return BBF's keys (``llm_name``, ``question``, ``answer``, ``docs``) plus this plugin's fields."""
@@ -103,7 +107,7 @@ class RAGMessage:
         result.update({
             'sources': self.sources, 'confidence': self.confidence, 'abstained': self.abstained,
             'degraded': self.degraded, 'query': self.query, 'cited': self.cited, 'category': self.category,
-            'cached': self.cached,
+            'cached': self.cached, 'note': self.note,
         })
         return result
 
@@ -116,4 +120,4 @@ class RAGMessage:
                    sources=data.get('sources'), confidence=data.get('confidence', 'low'),
                    abstained=bool(data.get('abstained')), degraded=bool(data.get('degraded')),
                    query=data.get('query'), cited=data.get('cited'), category=data.get('category'),
-                   cached=bool(data.get('cached')))
+                   cached=bool(data.get('cached')), note=data.get('note'))

@@ -407,7 +407,8 @@ class RAG:
     ) -> RAGMessage:
         """Run the RAG engine. LLM and store failures never raise: the answer degrades and the failure is logged.
         A caller's mistake raises (a question that is not text, an unsupported filter operator, an unknown LLM, a bad
-        ``k``). The question is cleaned of invalid Unicode and cut to :attr:`max_question_chars`.
+        ``k``). The question is cleaned of invalid Unicode and cut to :attr:`max_question_chars`; the answer's
+        ``note`` then says so.
 
         An overview question ("what is this about?", "¿en qué me puedes ayudar?") is answered with the documents in
         scope and their topics (:meth:`ContextEngine.overview`), without a search; a generative LLM's reply that the
@@ -448,7 +449,7 @@ class RAG:
             filter = session.get(SCOPE_KEY)
         check_filter(filter)
         if is_overview_question(question):  # "what is this about?": the documents and their topics, not a search
-            overview = self._overview(session, question, llm_name, filter)
+            overview = self._overview(session, question, llm_name, filter, note)
             if overview is not None:
                 return overview
         n_history = self.num_previous_messages if num_previous_messages is None else num_previous_messages
@@ -469,6 +470,7 @@ class RAG:
                     needs_history=follow_up and is_extractive(llm) and self.rewriter.heuristic.is_elliptic(question),
                     scope=filter, llm_name=llm_name, prompt=llm_prompt or self.llm_prompt, k=k)
             if cached is not None:  # answered from the cache: still the session's history, events and trace
+                cached.note = note
                 timings = timer.total()
                 self.history.record(session, question, cached.to_dict())
                 self._remember(session, cached)
@@ -481,7 +483,7 @@ class RAG:
         except Exception as e:  # noqa: BLE001 - a broken store must not crash the state body
             logger.error('[RAG] Retrieval failed: %s: %s', type(e).__name__, e)
             result = RAGMessage(llm_name, question, STORE_UNAVAILABLE_ANSWER, [], abstained=True, degraded=True,
-                                query=query)
+                                query=query, note=note)
             self._trace(session, result, [], None, None, timings, f'retrieval failed: {type(e).__name__}: {e}', note)
             self._remember(session, result)
             return result
@@ -514,6 +516,7 @@ class RAG:
                                     sources=list_sources(retrieved, cited), confidence=decision.confidence,
                                     degraded=generation.degraded, query=query, cited=cited,
                                     category=answer_category(retrieved, cited))
+        result.note = note
         if turn is not None:
             self._cache_stage.store(turn, result, cut=bool(note))
         timings = timer.total()
@@ -554,8 +557,8 @@ class RAG:
         knows = self.signals.knows
         return expand(query, knows) if knows is not None else query
 
-    def _overview(self, session: Optional['Session'], question: str, llm_name: str, filter: Optional[dict]
-                  ) -> Optional[RAGMessage]:
+    def _overview(self, session: Optional['Session'], question: str, llm_name: str, filter: Optional[dict],
+                  note: Optional[str] = None) -> Optional[RAGMessage]:
         """Answer an overview question with :meth:`ContextEngine.overview` over the run's scope; None when the scope
         is a filter the overview cannot follow (the question is then answered as any other) or the store fails."""
         scope = Scope.from_filter(filter)
@@ -568,22 +571,23 @@ class RAG:
         except Exception as e:  # noqa: BLE001 - the ordinary path reports a broken store to the user
             logger.error('[RAG] Overview failed: %s: %s', type(e).__name__, e)
             return None
-        result = self._overview_message(llm_name, question, overview)
+        result = self._overview_message(llm_name, question, overview, note)
         timings = timer.total()
         self.history.record(session, question, result.to_dict())
         self._remember(session, result)
-        self._trace(session, result, overview.docs, None, None, timings, route='overview')
+        self._trace(session, result, overview.docs, None, None, timings, note=note, route='overview')
         return result
 
     @staticmethod
-    def _overview_message(llm_name: str, question: str, overview: Overview) -> RAGMessage:
+    def _overview_message(llm_name: str, question: str, overview: Overview, note: Optional[str] = None
+                          ) -> RAGMessage:
         """An overview (or a synthesis) as an answer: its items are the fragments, with their sources; nothing in
-        scope is an abstention."""
+        scope is an abstention. ``note`` says the question was cut."""
         if not overview.docs:
-            return RAGMessage(llm_name, question, overview.answer, [], confidence='low', abstained=True)
+            return RAGMessage(llm_name, question, overview.answer, [], confidence='low', abstained=True, note=note)
         return RAGMessage(llm_name, question, overview.answer, overview.docs,
                           sources=list_sources(overview.docs, overview.cited), confidence='high',
-                          cited=overview.cited, category='overview')
+                          cited=overview.cited, category='overview', note=note)
 
     @staticmethod
     def _llm_refused(llm: 'LLM', generation: Generation) -> bool:
@@ -616,25 +620,39 @@ class RAG:
             mode (str): ``documental``, ``codigo`` or ``auto``
             **options: ``scope`` (``{"sourceId", "sourceRef", "tags"}``) or ``source_id`` / ``source_ref`` (a
                 ``source_id`` prefix) / ``tags``; ``k``; ``llm_name`` (see :meth:`ContextEngine.retrieve`)
+
+        A question over :attr:`max_question_chars` is cut, and the package then has a ``note`` saying so (the key is
+        there only then).
         """
-        return self.context.retrieve(question, intent, mode, **options)
+        return self._cut_for(self.context.retrieve, question, intent, mode, options)
 
     def answer_context(self, question: str = '', intent: str = 'auto', mode: str = 'auto', **options) -> dict:
         """Answer from a context package: ``mode``, ``intent``, ``answer``, ``summary``, ``topics``,
-        ``criticalPoints``, ``citations``, ``scope`` (arguments as :meth:`retrieve_context`)."""
-        return self.context.answer(question, intent, mode, **options)
+        ``criticalPoints``, ``citations``, ``scope`` (arguments and ``note`` as :meth:`retrieve_context`)."""
+        return self._cut_for(self.context.answer, question, intent, mode, options)
 
     def context_plus_summary(self, question: str = '', intent: str = 'auto', mode: str = 'auto', **options) -> dict:
         """The context package of :meth:`retrieve_context` plus a ``synthesis`` (arguments as
         :meth:`retrieve_context`)."""
-        return self.context.context_plus_summary(question, intent, mode, **options)
+        return self._cut_for(self.context.context_plus_summary, question, intent, mode, options)
+
+    def _cut_for(self, method: Callable[..., dict], question: Optional[str], intent: str, mode: str,
+                 options: dict) -> dict:
+        """Call a context method with the question cleaned and cut to :attr:`max_question_chars`; a ``note`` in its
+        result says what was cut."""
+        question, note = cut_question(check_question(question) or '', self.max_question_chars)
+        result = method(question, intent, mode, **options)
+        if note:
+            result['note'] = note
+        return result
 
     def synthesis(self, question: str = '', intent: str = 'auto', mode: str = 'auto', **options) -> RAGMessage:
         """The synthesis of :meth:`context_plus_summary` as an answer (``category='overview'``): its ``[n]`` cite the
         package's items, which are the message's ``docs`` and ``sources``, so a chat shows them as any answer's
         (``platform.reply_rag(session, rag.synthesis())``; arguments as :meth:`retrieve_context`)."""
+        question, note = cut_question(check_question(question) or '', self.max_question_chars)
         overview = self.context.synthesis(question, intent, mode, **options)
-        return self._overview_message(options.get('llm_name') or self.llm_name, question, overview)
+        return self._overview_message(options.get('llm_name') or self.llm_name, question, overview, note)
 
     # ---- trace ------------------------------------------------------------------------------------------------------
     def _trace(self, session: Optional['Session'], result: RAGMessage, retrieved: list[Document],

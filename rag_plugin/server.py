@@ -5,10 +5,15 @@ answer (:meth:`rag_plugin.RAG.run`, as a bot gets it: guard, sources, confidence
 
 Optional API key (header ``X-API-Key``; 401 when it is missing or wrong), a request-size limit (413, checked on
 ``Content-Length`` and on the body actually received), and 127.0.0.1 as the default address. Errors by kind: a
-caller's mistake is a 4xx with a message; a part that is down (the store, the embedding model) is a 503 that names it;
-never a 500. Text is cleaned of invalid Unicode on the way in (:func:`rag_plugin.inputs.clean_text`)::
+caller's mistake is a 4xx with a short message (a body not sent as ``Content-Type: application/json`` is a 415 saying
+so; a 422 names the fields and never echoes what was sent); a part that is down (the store, the embedding model) is a
+503 that names it; never a 500. Text is cleaned of invalid Unicode on the way in
+(:func:`rag_plugin.inputs.clean_text`); a question over 4,000 characters is cut, as everywhere, and the reply's
+``note`` says so::
 
     python -m rag_plugin serve --port 8000 --api-key "$KEY"      # or env RAG_PLUGIN_API_KEY
+    curl -s http://127.0.0.1:8000/ask -H "X-API-Key: $KEY" -H 'Content-Type: application/json' \\
+        -d '{"question": "What is the API rate limit?"}'
 """
 from __future__ import annotations
 
@@ -21,7 +26,8 @@ from rag_plugin.extras import require
 
 require('fastapi', 'server', 'the HTTP API')  # one line naming the extra when FastAPI is not installed
 
-from fastapi import Depends, FastAPI, HTTPException  # noqa: E402
+from fastapi import Depends, FastAPI, HTTPException, Request  # noqa: E402
+from fastapi.exceptions import RequestValidationError  # noqa: E402
 from fastapi.responses import JSONResponse  # noqa: E402
 from fastapi.security import APIKeyHeader  # noqa: E402
 from pydantic import BaseModel, ConfigDict, Field, model_validator  # noqa: E402
@@ -34,6 +40,10 @@ if TYPE_CHECKING:
     from rag_plugin.rag import RAG
 
 logger = logging.getLogger(__name__)
+
+MAX_ERRORS_SHOWN = 5
+"""int: a 422 lists at most this many validation errors (a list of 20,000 bad tags made a 2 MB reply)."""
+
 
 def _clean(value: Any) -> Any:
     """Clean every string of a decoded JSON body (before validation: its error messages echo the input)."""
@@ -57,8 +67,8 @@ class ScopeBody(BaseModel):
 class ContextBody(BaseModel):
     """A context request."""
     model_config = ConfigDict(extra='forbid')
-    question: str = Field('', max_length=DEFAULT_MAX_QUESTION_CHARS,
-                          description="the question; '' asks for a bootstrap")
+    question: str = Field('', description=f"the question; '' asks for a bootstrap (over {DEFAULT_MAX_QUESTION_CHARS} "
+                                          "characters: cut, and the reply's note says so)")
     intent: Literal['auto', 'bootstrap', 'specific'] = 'auto'
     mode: Literal['auto', 'documental', 'codigo'] = 'auto'
     scope: Optional[ScopeBody] = None
@@ -77,7 +87,8 @@ class AskScope(BaseModel):
 class AskBody(BaseModel):
     """A question for the RAG itself (no conversation: each request stands alone)."""
     model_config = ConfigDict(extra='forbid')
-    question: str = Field(..., min_length=1, max_length=DEFAULT_MAX_QUESTION_CHARS, description='the question')
+    question: str = Field(..., min_length=1, description=f"the question (over {DEFAULT_MAX_QUESTION_CHARS} "
+                                                         "characters: cut, and the reply's note says so)")
     scope: Optional[AskScope] = None
     k: Optional[int] = Field(None, ge=1, le=100, description="chunks retrieved (default: the RAG's k)")
 
@@ -130,6 +141,38 @@ class BodyLimit:
         headers = [(b'content-type', b'application/json'), (b'content-length', str(len(payload)).encode())]
         await send({'type': 'http.response.start', 'status': 413, 'headers': headers})
         await send({'type': 'http.response.body', 'body': payload})
+
+
+def _short(value: Any, limit: int) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[:limit - 1] + '…'
+
+
+def small_errors(errors: list[dict]) -> list[dict]:
+    """Validation errors as a caller needs them, in a small body: where (``loc``) and what (``msg``, ``type``), at
+    most :data:`MAX_ERRORS_SHOWN` of them. Never pydantic's ``input``, which can be the whole body (50 KB back for a
+    50 KB question), and long keys in ``loc`` are shortened."""
+    shown = [{'loc': [_short(part, 80) if isinstance(part, str) else part for part in error.get('loc', ())],
+              'msg': _short(error.get('msg', ''), 200), 'type': error.get('type', '')}
+             for error in errors[:MAX_ERRORS_SHOWN]]
+    if len(errors) > MAX_ERRORS_SHOWN:
+        shown.append({'loc': ['body'], 'msg': f'{len(errors) - MAX_ERRORS_SHOWN} more error(s) not shown',
+                      'type': 'more_errors'})
+    return shown
+
+
+async def _validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
+    return JSONResponse({'detail': small_errors(error.errors())}, status_code=422)
+
+
+def require_json(request: Request) -> None:
+    """415 for a body not declared as JSON (``curl -d`` sends ``application/x-www-form-urlencoded``), saying what to
+    send, instead of a 422 about a string that is not an object."""
+    declared = request.headers.get('content-type', '')
+    media = declared.split(';')[0].strip().lower()
+    if media != 'application/json' and not media.endswith('+json'):
+        raise HTTPException(status_code=415, detail="send the body as JSON with the header 'Content-Type: "
+                                                    f"application/json' (got {_short(declared, 80) or 'none'})")
 
 
 def _options(body: ContextBody) -> dict:
@@ -197,7 +240,7 @@ def create_app(rag: 'RAG', api_key: Optional[str] = None, max_body_bytes: int = 
             parts = check_parts(rag)
             down = _unavailable(parts)
             if isinstance(e, (ValueError, TypeError)) and not down:
-                raise HTTPException(status_code=422, detail=str(e)) from e
+                raise HTTPException(status_code=422, detail=_short(e, 300)) from e
             logger.error('[RAG] %s failed: %s: %s (down: %s)', name, type(e).__name__, e,
                          ', '.join(down) or 'nothing found down')
             raise HTTPException(status_code=503, detail={
@@ -214,23 +257,25 @@ def create_app(rag: 'RAG', api_key: Optional[str] = None, max_body_bytes: int = 
         return JSONResponse({'status': status, 'chunks': parts.pop('chunks', None), 'down': down, 'parts': parts},
                             status_code=503 if down else 200)
 
-    @app.post('/retrieve', dependencies=[Depends(check_key)])
+    @app.post('/retrieve', dependencies=[Depends(check_key), Depends(require_json)])
     def retrieve(body: ContextBody) -> dict:
         """A context package: mode, intent, summary, topics, critical_points, items, follow_up_refs, scope."""
         return run(rag.retrieve_context, body)
 
-    @app.post('/answer', dependencies=[Depends(check_key)])
+    @app.post('/answer', dependencies=[Depends(check_key), Depends(require_json)])
     def answer(body: ContextBody) -> dict:
         """A cited answer: mode, intent, answer, summary, topics, criticalPoints, citations, scope."""
         return run(rag.answer_context, body)
 
-    @app.post('/ask', dependencies=[Depends(check_key)])
+    @app.post('/ask', dependencies=[Depends(check_key), Depends(require_json)])
     def ask(body: AskBody) -> dict:
         """The RAG's own answer, as a bot gets it (RAGMessage.to_dict): answer, docs, sources, confidence, abstained,
-        degraded, cited, category, cached (answered from the semantic answer cache)."""
+        degraded, cited, category, cached (answered from the semantic answer cache), note (says when the question
+        was cut; else null)."""
         where = scope_filter(source_id=body.scope.sourceId, tags=body.scope.tags) if body.scope else None
         return guarded('ask', lambda: rag.run(message=body.question, k=body.k, filter=where).to_dict())
 
+    app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     return app
 

@@ -152,3 +152,70 @@ def test_ask_path_imports_neither_bbf_nor_torch(corpus_store_dir, embeddings, tm
                             timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == '[]'
+
+
+@pytest.mark.parametrize('args', [['ask', 'q', '--k', '-3'], ['ask', 'q', '--k', '0'], ['ask', 'q', '--k', 'two'],
+                                  ['ask', 'q', '--threshold', 'nan'], ['ask', 'q', '--threshold', '7'],
+                                  ['retrieve', 'q', '--k', '0'], ['answer', 'q', '--k', '-1'],
+                                  ['ingest', 'docs', '--wait', '-5'], ['serve', '--port', '70000'],
+                                  ['serve', '--max-body-bytes', '0'], ['trace', '-n', '-2'],
+                                  ['eval', '--pdfs', 'p', '--qa', 'q', '--k', '1,x'],
+                                  ['eval', '--pdfs', 'p', '--qa', 'q', '--k', '0'],
+                                  ['eval', '--pdfs', 'p', '--qa', 'q', '--threshold', 'inf']])
+def test_a_bad_number_is_refused_by_the_parser_with_one_error_line(args, capsys):
+    """A number out of range is a usage error naming the option (exit status 2), before any store is opened:
+    `--k 0` used to mean 4 and `--k -3` a ValueError traceback."""
+    from rag_plugin.cli import build_parser
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(args)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    [line] = [line for line in err.splitlines() if 'error:' in line]
+    assert f'error: argument {args[-2]}' in line, err
+
+
+def test_a_negative_k_is_one_error_line_not_a_traceback(corpus_store_dir, tmp_path):
+    result = cli('ask', 'What is the API rate limit?', '--store', str(corpus_store_dir), '--k', '-3',
+                 '--trace-file', str(tmp_path / 't.jsonl'))
+    assert result.returncode == 2 and result.stdout == '' and 'Traceback' not in result.stderr
+    expected = 'python -m rag_plugin ask: error: argument --k: must be an integer >= 1, got -3'
+    assert result.stderr.splitlines()[-1] == expected
+
+
+def test_a_failed_ingest_leaves_no_store_behind(tmp_path):
+    store = tmp_path / 'store'
+    missing = cli('ingest', str(tmp_path / 'nope'), '--store', str(store))
+    assert missing.returncode == 2 and 'No such file or folder' in missing.stderr
+    assert not store.exists()
+    asked = cli('ask', 'What is the API rate limit?', '--store', str(store))
+    assert asked.returncode == 2 and asked.stderr.startswith(f'error: no store at {store}')
+
+
+def test_ask_says_when_the_question_was_cut(corpus_store_dir, tmp_path):
+    """A question over the limit is cut to its first 4,000 characters, and the answer says so (stderr; --json)."""
+    question = 'What is the API rate limit? ' + 'Tell me about the API rate limit. ' * 150
+    args = ('ask', question, '--store', str(corpus_store_dir), '--trace-file', str(tmp_path / 't.jsonl'))
+    note = f'question too long: only its first 4000 of {len(question)} characters were used'
+    plain = cli(*args)
+    assert plain.returncode == 0 and plain.stderr == f'note: {note}\n', plain.stderr
+    assert 'abstained' not in plain.stdout and '[1] integrations_and_api.pdf' in plain.stdout
+    data = json.loads(cli(*args, '--json').stdout)
+    assert data['note'] == note
+    short = json.loads(cli('ask', 'What is the API rate limit?', '--store', str(corpus_store_dir), '--json',
+                           '--trace-file', str(tmp_path / 't.jsonl')).stdout)
+    assert short['note'] is None
+
+
+def test_retrieve_and_answer_say_when_the_question_was_cut(corpus_store_dir):
+    question = 'What is the API rate limit? ' + 'Tell me about the API rate limit. ' * 150
+    for command in ('retrieve', 'answer'):
+        result = cli(command, question, '--store', str(corpus_store_dir), '--json')
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)['note'].startswith('question too long: only its first 4000 of ')
+        assert cli(command, question, '--store', str(corpus_store_dir)).stderr.startswith('note: question too long')
+
+
+def test_serve_help_lists_the_endpoints():
+    help_text = ' '.join(cli('serve', '--help').stdout.split())
+    for endpoint in ('POST /ask', 'POST /retrieve', 'POST /answer', 'GET /health'):
+        assert endpoint in help_text

@@ -1,11 +1,14 @@
 """The HTTP API for agents: /retrieve and /answer return the Python API's JSON; API key (401), body limit (413),
 health, OpenAPI docs, and a real uvicorn server on 127.0.0.1."""
+import json
+import shlex
+import subprocess
 import threading
 import time
 
 import httpx
 import pytest
-from conftest import free_port
+from conftest import ROOT, free_port
 from fastapi.testclient import TestClient
 
 KEY = 'test-key-123'
@@ -109,6 +112,16 @@ def test_without_a_key_no_header_is_needed(rag):
     assert response.status_code == 200 and response.json()['items']
 
 
+def readme_curl(port: int, key: str) -> str:
+    """Run the README's curl example against a server on ``port`` with API key ``key``; its output."""
+    text = (ROOT / 'README.md').read_text().replace('\\\n', ' ')
+    [line] = [line.split('#')[0] for line in text.splitlines() if line.startswith('curl ')]
+    args = [arg.replace('8000', str(port)).replace('SECRET', key) for arg in shlex.split(line)]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
 def test_uvicorn_serves_on_localhost(rag):
     import uvicorn
 
@@ -129,6 +142,7 @@ def test_uvicorn_serves_on_localhost(rag):
                             headers={'X-API-Key': KEY}, timeout=120)
         assert answer.status_code == 200 and 'storage quota' in answer.json()['answer']
         assert httpx.post(f'{url}/answer', json={'question': 'x'}, timeout=30).status_code == 401
+        assert '600 requests per minute' in json.loads(readme_curl(port, KEY))['answer']
     finally:
         server.should_exit = True
         thread.join(10)
@@ -156,3 +170,58 @@ def test_ask_is_the_rags_own_answer_with_the_answer_cache(make_rag):
     assert client.post('/ask', json={'question': 'x'}).status_code == 401
     assert client.post('/ask', json={'question': ''}, headers=headers).status_code == 422
     assert client.post('/ask', json={'question': 'x', 'scope': {'sourceRef': 'a/'}}, headers=headers).status_code == 422
+
+
+LONG_QUESTION = 'What is the API rate limit? ' + 'Tell me about the API rate limit. ' * 1400  # 47,628 characters
+
+
+def test_a_question_over_the_limit_is_cut_and_the_reply_says_so(rag):
+    """Every endpoint answers the first 4,000 characters and says so in ``note`` (as the CLI and the chat do)."""
+    from rag_plugin.server import create_app
+    client = TestClient(create_app(rag, api_key=KEY))
+    note = f'question too long: only its first 4000 of {len(LONG_QUESTION)} characters were used'
+    for path in ('/ask', '/retrieve', '/answer'):
+        response = client.post(path, json={'question': LONG_QUESTION}, headers={'X-API-Key': KEY})
+        assert response.status_code == 200, (path, response.text[:300])
+        assert response.json()['note'] == note, path
+    answer = client.post('/ask', json={'question': LONG_QUESTION}, headers={'X-API-Key': KEY}).json()
+    assert len(answer['question']) == 4000 and not answer['abstained']
+    assert answer['sources'][0]['source'] == 'integrations_and_api.pdf'
+    short = client.post('/ask', json={'question': 'What is the API rate limit?'}, headers={'X-API-Key': KEY}).json()
+    assert short['note'] is None
+    assert 'note' not in client.post('/retrieve', json={'question': 'What is the API rate limit?'},
+                                     headers={'X-API-Key': KEY}).json()
+
+
+@pytest.mark.parametrize('body', [
+    {'question': 'x', 'k': 'y' * 50_000},
+    {'question': 'x', 'intent': 'y' * 50_000},
+    {'question': 'x', 'y' * 50_000: 1},
+    {'question': ['y' * 50_000]},
+    {'question': 'x', 'scope': {'tags': [1] * 20_000}},
+    {'question': 'x', 'scope': {'sourceId': {'y' * 50_000: 1}}},
+])
+def test_a_422_never_echoes_the_input(rag, body):
+    """A validation error names the field and the problem in a small body, whatever the caller sent."""
+    from rag_plugin.server import create_app
+    client = TestClient(create_app(rag, api_key=KEY))
+    for path in ('/ask', '/retrieve', '/answer'):
+        response = client.post(path, json=body, headers={'X-API-Key': KEY})
+        assert response.status_code == 422, (path, response.text[:300])
+        assert len(response.content) < 2_000, (path, len(response.content))
+        assert response.json()['detail'][0]['loc'][0] == 'body'
+    broken = client.post('/ask', content='{"question": "' + 'y' * 50_000,
+                         headers={'X-API-Key': KEY, 'Content-Type': 'application/json'})
+    assert broken.status_code == 422 and len(broken.content) < 2_000
+
+
+def test_a_body_without_the_json_content_type_gets_a_clear_415(client):
+    """`curl -d '{...}'` sends application/x-www-form-urlencoded: the reply says which header to send."""
+    body = json.dumps({'question': 'What is the API rate limit?'})
+    for content_type in ('application/x-www-form-urlencoded', 'text/plain'):
+        for path in ('/ask', '/retrieve', '/answer'):
+            response = client.post(path, content=body, headers={'X-API-Key': KEY, 'Content-Type': content_type})
+            assert response.status_code == 415, (path, response.text)
+            assert "Content-Type: application/json" in response.json()['detail']
+    as_json = client.post('/ask', content=body, headers={'X-API-Key': KEY, 'Content-Type': 'application/json'})
+    assert as_json.status_code == 200 and '600 requests per minute' in as_json.json()['answer']

@@ -36,6 +36,7 @@ def test_long_and_invalid_questions_over_the_websocket_bot(corpus_store, tmp_pat
         assert '600 requests per minute' in surrogate['answer'] and surrogate['question'] == '\ufffd ' + QUESTION
         long = client.ask(QUESTION + ' ' + 'x' * 1_000_000, timeout=120)['message']
         assert len(long['question']) == 4000 and long['question'].startswith(QUESTION)
+        assert long['note'] == 'question too long: only its first 4000 of 1000028 characters were used'
         assert long['answer'] and not long['degraded']  # a reply (it abstains: 'xxx...' is no word of the documents)
         too_big = BotClient(port)
         too_big.wait_for('bot_reply_str', timeout=30)
@@ -47,7 +48,7 @@ def test_long_and_invalid_questions_over_the_websocket_bot(corpus_store, tmp_pat
         client.close()
     records = read_trace(str(trace), last=10)
     assert [r['question'] for r in records[:1]] == ['\ufffd ' + QUESTION]
-    assert len(records[1]['question']) == 4000 and records[1]['note'] == 'question cut from 1000028 to 4000 characters'
+    assert len(records[1]['question']) == 4000 and records[1]['note'] == long['note']
     assert records[0]['note'] is None and records[1]['outcome'] == 'abstained'
 
 
@@ -84,7 +85,7 @@ def test_clean_text_and_cut_question():
     assert clean_text('ok é 😀') == 'ok é 😀'
     assert clean_text('a\ud800b\udfff') == 'a\ufffdb\ufffd'
     assert clean_text('\ud83d\ude00') == '😀'  # a pair left as two code points is joined
-    assert cut_question('abcdef', 4) == ('abcd', 'question cut from 6 to 4 characters')
+    assert cut_question('abcdef', 4) == ('abcd', 'question too long: only its first 4 of 6 characters were used')
     assert cut_question('abc', 4) == ('abc', None) and cut_question('abcdef', 0) == ('abcdef', None)
 
 
@@ -113,8 +114,8 @@ def test_caller_mistakes_over_http_are_4xx(make_rag):
     for question in (123, {}, None, ['x']):
         response = client.post('/answer', json={'question': question})
         assert response.status_code == 422, (question, response.text)
-    response = client.post('/retrieve', json={'question': 'x' * 4001})
-    assert response.status_code == 422
+    response = client.post('/retrieve', json={'question': 'x' * 4001})  # not a mistake: cut, as at every door
+    assert response.status_code == 200 and response.json()['note'].startswith('question too long')
     assert client.post('/answer', content=b'{"question": ', headers={'Content-Type': 'application/json'}
                        ).status_code == 422
 

@@ -171,6 +171,17 @@ def test_format_html_escapes_answer_and_names_and_numbers_footnotes_like_the_cit
     assert format_rag_message(message.to_dict()) == format_rag_message(message)
 
 
+def test_format_says_first_when_the_question_was_cut():
+    from rag_plugin.channels.telegram import format_rag_message
+    message = rag_message('It is 30 days [1].', docs=[Document('a', metadata={'source': 'a.pdf', 'page': 2})],
+                          sources=[{'source': 'a.pdf', 'page': 2, 'cited': True}])
+    message.note = 'question too long: only its first 4000 of 4090 characters were used'
+    assert format_rag_message(message) == [
+        '(question too long: only its first 4000 of 4090 characters were used)\n\nIt is 30 days [1].\n\n'
+        '<b>Sources:</b>\n[1] a.pdf, p. 2']
+    assert format_rag_message(message.to_dict()) == format_rag_message(message)
+
+
 def test_format_markdown_v2_escapes_every_special_character():
     from rag_plugin.channels.telegram import format_rag_message
     every = '_*[]()~`>#+-=|{}.!\\'

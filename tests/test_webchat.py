@@ -108,6 +108,15 @@ def test_not_found_and_degraded_answers_are_labelled():
     assert any('rag-sources' in block for block in degraded)
 
 
+def test_a_cut_question_is_said_above_the_answer():
+    note = 'question too long: only its first 4000 of 9000 characters were used'
+    for message in ({'answer': 'A [1].', 'note': note, 'docs': [{'content': 'c', 'metadata': {'source': 'a.pdf'}}]},
+                    {'answer': "I can't find that.", 'abstained': True, 'note': note, 'docs': []}):
+        blocks = render.rag_message_blocks(message)
+        assert blocks[0] == f'<div class="rag-note">{note}</div>' and len(blocks) > 1
+    assert 'rag-note' not in ''.join(render.rag_message_blocks({'answer': 'A.', 'note': None}))
+
+
 def test_client_replaces_partials_then_the_final_answer_ends_them():
     changes = []
     connection = ChatConnection('ws://unused', on_change=lambda: changes.append(1))

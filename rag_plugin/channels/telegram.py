@@ -294,8 +294,9 @@ def format_rag_message(rag_message: Union['RAGMessage', Mapping], parse_mode: Op
                        max_length: int = TELEGRAM_MAX_MESSAGE_LENGTH, only_cited: bool = False) -> list[str]:
     """Render a RAG answer as the texts of Telegram messages: the answer, then its numbered sources.
 
-    Pure: nothing is sent. Every text is escaped for ``parse_mode``, at most ``max_length`` long (UTF-16 code
-    units, escapes included) and valid on its own. The sources go with the last part of the answer, or in a message
+    Pure: nothing is sent. The answer's ``note`` (a question over the length limit was cut) comes first, in
+    parentheses. Every text is escaped for ``parse_mode``, at most ``max_length`` long (UTF-16 code units, escapes
+    included) and valid on its own. The sources go with the last part of the answer, or in a message
     of their own when they do not fit; there are none when the RAG abstained.
 
     Args:
@@ -308,7 +309,8 @@ def format_rag_message(rag_message: Union['RAGMessage', Mapping], parse_mode: Op
         list[str]: the message texts, in order (empty only for an empty answer without sources)
     """
     parse_mode = normalize_parse_mode(parse_mode)
-    parts = split_text(str(_field(rag_message, 'answer') or ''), parse_mode, max_length)
+    answer, note = str(_field(rag_message, 'answer') or ''), _field(rag_message, 'note')
+    parts = split_text(f'({note})\n\n{answer}' if note else answer, parse_mode, max_length)
     lines = source_lines(rag_message, only_cited)
     if not lines:
         return parts

@@ -7,6 +7,8 @@ HTML. Stable CSS classes (for styles and browser tests):
 * ``rag-answer rag-abstained``: the warning box of an answer that abstained, labelled ``rag-badge-not-found``
   ("Not found in the documents")
 * ``rag-degraded-note``: the note above a fallback answer, labelled ``rag-badge-degraded`` ("Fallback answer")
+* ``rag-note``: what the user should know about how the question was taken (the answer's ``note``: a question over
+  the length limit was cut), above the answer
 * ``rag-sources``, ``rag-source`` (``rag-source-cited`` when the answer cites it), ``rag-source-file``,
   ``rag-source-page``, ``rag-source-score``, ``rag-snippet``
 * ``rag-cursor``: a blinking cursor; ``rag-streaming`` after a partial (streamed) answer, ``rag-waiting`` while the
@@ -45,6 +47,8 @@ CSS = """
 .rag-degraded-note { border-left: 4px solid #dc2626; background: rgba(239, 68, 68, 0.08); border-radius: 6px;
   padding: 0.35rem 0.7rem; margin-bottom: 0.3rem; font-size: 0.8rem; }
 .rag-badge-degraded { background: #dc2626; color: #fff; margin-right: 0.4rem; margin-bottom: 0; }
+.rag-note { border-left: 4px solid #2563eb; background: rgba(37, 99, 235, 0.08); border-radius: 6px;
+  padding: 0.35rem 0.7rem; margin-bottom: 0.3rem; font-size: 0.8rem; }
 .rag-sources { margin-top: 0.4rem; border-top: 1px solid rgba(128, 128, 128, 0.25); padding-top: 0.4rem; }
 .rag-sources-title { font-size: 0.78rem; font-weight: 700; text-transform: uppercase; letter-spacing: 0.04em;
   opacity: 0.75; margin-bottom: 0.25rem; }
@@ -242,6 +246,11 @@ def status_html(message: dict) -> str:
     return ''
 
 
+def note_html(message: dict) -> str:
+    """The answer's ``note`` (e.g. the question was cut), or '' when it has none."""
+    return f'<div class="rag-note">{escape(message["note"])}</div>' if message.get('note') else ''
+
+
 def meta_html(message: dict) -> str:
     """A small line under the answer: which model answered, and the confidence."""
     parts = []
@@ -255,15 +264,19 @@ def meta_html(message: dict) -> str:
 def rag_message_blocks(message: Any) -> list[str]:
     """The blocks of a RAG answer, in order, each for one ``st.markdown(..., unsafe_allow_html=True)``.
 
-    Abstentions are one warning box (their answer inside); other answers are the optional fallback label, the answer
-    (Markdown with citation superscripts), the model line and the sources. Missing or odd fields never raise.
+    Each starts with the answer's note, if any (the question was cut); then abstentions are one warning box (their
+    answer inside); other answers are the optional fallback label, the answer (Markdown with citation superscripts),
+    the model line and the sources. Missing or odd fields never raise.
     """
     if not isinstance(message, dict):
         return [answer_markdown(message) or '<div class="rag-answer-meta">(empty answer)</div>']
+    note = note_html(message)
+    blocks = [note] if note else []
     status = status_html(message)
     if message.get('abstained'):
-        return [status]
-    blocks = [status] if status else []
+        return blocks + [status]
+    if status:
+        blocks.append(status)
     blocks.append(answer_markdown(message.get('answer') or ''))
     blocks.extend(b for b in (meta_html(message), sources_html(message)) if b)
     return blocks
