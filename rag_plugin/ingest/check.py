@@ -185,7 +185,7 @@ def check_embeddings(vector_store: VectorStore, embeddings: Any) -> Optional[str
     if not sample:
         return None
     chunk_id, doc, stored = sample[0]
-    fresh = embeddings.embed_query(doc.page_content)
+    fresh = embeddings.embed_documents([doc.page_content])[0]
     if len(fresh) != len(stored):
         raise SettingsChanged(
             f'the store holds {len(stored)}-dimensional vectors and the embeddings given make {len(fresh)}-dimensional '
