@@ -34,6 +34,19 @@ def test_extractive_keeps_the_steps_of_a_procedure():
     assert 'billing' not in answer and 'Removing a device' not in answer  # headings are not answers
 
 
+def test_a_heading_after_a_heading_or_a_page_footer_is_not_glued_to_the_next_sentence():
+    from rag_plugin.text import split_sentences
+    text = ('Nimbus Notes Accounts and Billing Guide\nYour Nimbus account\nYour Nimbus account is the identity you use '
+            'to sign in to\nNimbus Notes.\nPage 2\nNotebooks, sections and notes\nContent in Nimbus Notes is organized '
+            'in three levels.\nAttachments\nYou can attach files\nto a note by dragging them.')
+    assert split_sentences(text) == [
+        ('Nimbus Notes Accounts and Billing Guide', 'heading'), ('Your Nimbus account', 'heading'),
+        ('Your Nimbus account is the identity you use to sign in to Nimbus Notes.', 'sentence'),
+        ('Page 2', 'heading'), ('Notebooks, sections and notes', 'heading'),
+        ('Content in Nimbus Notes is organized in three levels.', 'sentence'),
+        ('Attachments', 'heading'), ('You can attach files to a note by dragging them.', 'sentence')]  # a wrapped line
+
+
 def test_extractive_llm_predict_parses_the_rag_prompt(make_rag):
     rag = make_rag()
     docs = rag.run_retrieval('How long are personal access tokens valid?')
