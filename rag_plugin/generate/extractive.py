@@ -5,7 +5,8 @@ question and, when an embedding model is available, by cosine similarity too; th
 document order with their fragment numbers as citations, each once. Headings are scored too: the question is about
 the section of the heading that matches it best and that of its best sentence. A list (steps, options) comes whole
 with the sentence that introduces it ("... these steps:"), or with an item of it when it is in a section the question
-is about; no item of another section's list goes beside the best sentence.
+is about; no item of another section's list goes beside the best sentence. A question that names a section ("What
+about supported platforms?") is answered with that section's opening sentences.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from langchain_core.embeddings import Embeddings
 
 from rag_plugin.augment import FRAGMENT_CLOSE, FRAGMENT_OPEN
 from rag_plugin.section_spans import section_at
-from rag_plugin.text import WORD, split_sentences, tokens  # noqa: F401 - re-exported for older imports
+from rag_plugin.text import WORD, found, split_sentences, tokens  # noqa: F401 - re-exported for older imports
 
 if TYPE_CHECKING:
     from besser.bot.core.bot import Bot
@@ -200,19 +201,25 @@ class ExtractiveAnswerer:
         max_list_items (int): list items kept after a selected list introduction
         min_support (float): abstain (answer '') when the best sentence scores below this (0 never abstains)
         cache (FragmentCache): where fragments read before are kept (a new one if none is provided)
+        section_sentences (int): at most this many sentences (a list counts as one) answer a question that names a
+            section: its heading holds the question's words and matches it better than any sentence does ("What
+            about <heading>?")
 
     Attributes:
         max_sentences (int): at most this many sentences
         min_support (float): the support below which the answerer abstains
+        section_sentences (int): at most this many sentences answer a question that names a section
         cache (FragmentCache): fragments read before
     """
 
     def __init__(self, max_sentences: int = 3, relative_cutoff: float = 0.75, max_list_items: int = 12,
-                 min_support: float = DEFAULT_MIN_SUPPORT, cache: Optional[FragmentCache] = None):
+                 min_support: float = DEFAULT_MIN_SUPPORT, cache: Optional[FragmentCache] = None,
+                 section_sentences: int = 5):
         self.max_sentences: int = max_sentences
         self.relative_cutoff: float = relative_cutoff
         self.max_list_items: int = max_list_items
         self.min_support: float = min_support
+        self.section_sentences: int = section_sentences
         self.cache: FragmentCache = cache if cache is not None else FragmentCache()
 
     def _read(self, docs: list[Document]) -> tuple[list[_Fragment], list[_Sentence], list[frozenset]]:
@@ -273,8 +280,11 @@ class ExtractiveAnswerer:
             return Extraction('', top.support, top.text)
         subject = self._subject(pieces)
         about = self._about(subject, ranked)
-        chosen = self._with_lists(self._best(ranked, about), sentences, about)
-        chosen.sort(key=lambda s: (s.fragment, s.position))
+        names = subject is not None and subject.support > top.support and _covers(subject.text, question)
+        chosen = self._section(subject, sentences) if names else []
+        first = subject.fragment if chosen else None  # a section is read from where it starts
+        chosen = self._with_lists(chosen or self._best(ranked, about), sentences, about)
+        chosen.sort(key=lambda s: (s.fragment != first, s.fragment, s.position))
         out = ''
         previous: Optional[_Sentence] = None
         for sentence in _once(chosen):
@@ -324,6 +334,24 @@ class ExtractiveAnswerer:
                 continue
             if not any(sentence.text in c.text or c.text in sentence.text for c in chosen):
                 chosen.append(sentence)
+        return chosen
+
+    def _section(self, heading: _Sentence, sentences: list[_Sentence]) -> list[_Sentence]:
+        """The opening of the section a question names: its sentences after its heading, then those of fragments
+        that go on with it, in order, up to ``section_sentences`` (a list counts as one: its first item)."""
+        own = [s for s in sentences if _in_sections(s, {_squash(heading.text)})
+               and (s.fragment != heading.fragment or s.position > heading.position)]
+        own.sort(key=lambda s: (s.fragment != heading.fragment, s.fragment, s.position))  # the section's order
+        chosen: list[_Sentence] = []
+        previous: Optional[_Sentence] = None
+        for sentence in own:
+            if len(chosen) >= self.section_sentences:
+                break
+            in_list = previous is not None and previous.is_list_item and (previous.fragment, previous.position + 1) \
+                == (sentence.fragment, sentence.position)
+            if not (sentence.is_list_item and in_list) and all(sentence.text != c.text for c in chosen):
+                chosen.append(sentence)
+            previous = sentence
         return chosen
 
     def _with_lists(self, chosen: list[_Sentence], sentences: list[_Sentence],
@@ -394,6 +422,14 @@ class ExtractiveAnswerer:
 def _in_sections(sentence: _Sentence, sections: Optional[set[str]]) -> bool:
     """Whether a sentence is in one of these sections (squashed headings; any section when None)."""
     return sections is None or _squash(sentence.section or '') in sections
+
+
+def _covers(heading: str, question: str) -> bool:
+    """Whether a heading holds every content word of a question (as written, in another form or misspelt): the
+    question names the section ("What about supported platforms?", "webhook retry policy?")."""
+    words = set(tokens(heading))
+    asked = tokens(question)
+    return bool(asked) and all(found(term, words) for term in asked)
 
 
 def _squash(text: str) -> str:
