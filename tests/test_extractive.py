@@ -34,6 +34,66 @@ def test_extractive_keeps_the_steps_of_a_procedure():
     assert 'billing' not in answer and 'Removing a device' not in answer  # headings are not answers
 
 
+# the sync performance tips but the one that shares the words of the attachment questions (it may come, alone)
+TIPS = ('Split very large notes', 'Keep the desktop app up to date', 'Avoid running two copies')
+STEPS = ('1. Open Settings > Account > Devices', '2. Find the device', '3. Choose Remove device', '4. Confirm by')
+
+
+@pytest.mark.parametrize('question, facts, left_out', [
+    ('whats the biggest file i can attach', ['250 MB'], TIPS),
+    ('how large can files be', ['attachment size limit'], TIPS),
+    ('how do i make sync faster', TIPS + ('Store large videos',), ()),  # a question about the list gets all of it
+    ('my phone was stolen, how do i take it off my account', STEPS, TIPS),  # all the steps of a procedure
+])
+def test_a_list_comes_with_the_answer_only_when_the_question_is_about_it(make_rag, question, facts, left_out):
+    answer = make_rag().run(message=question).answer
+    assert all(fact in answer for fact in facts), (question, answer)
+    assert not any(text in answer for text in left_out), (question, answer)
+
+
+PLANS = ('Plans and prices\nNimbus Notes is offered in three plans. All prices are in US dollars and do not include '
+         'sales tax or\nVAT.\n- Free costs nothing and is meant for small teams that are trying the product. A Free\n'
+         'workspace can have up to 3 members and 2 GB of storage in total.\n- Team costs $8 per user per month when '
+         'billed annually, or $10 per user per month when\nbilled monthly. Each paid seat adds 20 GB of storage to the '
+         'workspace.\n- Enterprise has custom pricing and requires a minimum of 25 seats. It adds single sign-on,\n')
+PLANS_END = ('- Enterprise has custom pricing and requires a minimum of 25 seats. It adds single sign-on,\nuser '
+             'provisioning, audit logs, a choice of data residency region and a dedicated customer\nsuccess manager.\n'
+             'Registered nonprofit organizations and schools receive a 40 percent discount on the Team plan.\n')
+SKUS = ('Enterprise plan SKUs\nEnterprise contracts are ordered through a sales quote, and each quote lists one '
+        'product SKU.\nThe SKU tells the finance and procurement teams which edition and data residency region they '
+        'are buying.\n- NMB-TEAM-2024 is the Team plan on an annual contract, used when a Team plan is bought through '
+        'a reseller.\n- NMB-ENT-2024-US is the Enterprise plan with data stored in the United States region.\n'
+        '- NMB-ENT-2024-EU is the Enterprise plan with data residency in the European Union.\n')
+
+
+@pytest.mark.parametrize('question', ['how much does the team plan cost', 'team plan price?', 'wat do plans cost'])
+def test_the_plan_list_comes_once_and_alone(embeddings, question):
+    """The plans, in a chunk cut inside its last item and the overlapping chunk that goes on, and the SKU list of
+    another section that names the Team plan too: the plans once each, whole, and not the SKUs."""
+    from langchain_core.documents import Document
+
+    from rag_plugin import ExtractiveAnswerer
+    docs = [Document(page_content=text) for text in (PLANS, SKUS, PLANS_END)]
+    answer = ExtractiveAnswerer().answer(question, docs, embeddings)
+    lines = answer.splitlines()
+    for plan in ('- Free costs', '- Team costs', '- Enterprise has'):
+        assert sum(line.startswith(plan) for line in lines) == 1, answer
+    assert 'dedicated customer success manager' in answer and 'NMB-' not in answer, answer
+
+
+def test_a_heading_after_a_heading_or_a_page_footer_is_not_glued_to_the_next_sentence():
+    from rag_plugin.text import split_sentences
+    text = ('Nimbus Notes Accounts and Billing Guide\nYour Nimbus account\nYour Nimbus account is the identity you use '
+            'to sign in to\nNimbus Notes.\nPage 2\nNotebooks, sections and notes\nContent in Nimbus Notes is organized '
+            'in three levels.\nAttachments\nYou can attach files\nto a note by dragging them.')
+    assert split_sentences(text) == [
+        ('Nimbus Notes Accounts and Billing Guide', 'heading'), ('Your Nimbus account', 'heading'),
+        ('Your Nimbus account is the identity you use to sign in to Nimbus Notes.', 'sentence'),
+        ('Page 2', 'heading'), ('Notebooks, sections and notes', 'heading'),
+        ('Content in Nimbus Notes is organized in three levels.', 'sentence'),
+        ('Attachments', 'heading'), ('You can attach files to a note by dragging them.', 'sentence')]  # a wrapped line
+
+
 def test_extractive_llm_predict_parses_the_rag_prompt(make_rag):
     rag = make_rag()
     docs = rag.run_retrieval('How long are personal access tokens valid?')

@@ -12,6 +12,7 @@ from rag_plugin.context.suggest import Suggestion, heading_question, in_sentence
 
 META_WORDS = re.compile(r'\b(documents?|docs|guides?|say|says|tell me about|mention)\b', re.I)
 NIMBUS_QA = ROOT / 'data' / 'eval' / 'nimbus_qa.jsonl'
+CORPUS_SRC = ROOT / 'data' / 'corpus_src'
 
 
 def unanswerable_questions(n: int) -> list[str]:
@@ -88,3 +89,42 @@ def test_a_candidate_the_rag_would_not_answer_from_its_document_is_not_proposed(
     assert checker._cache
     rag.add_text('Nimbus Notes gift cards are redeemed under Settings > Billing.', {'source_id': 'gift_cards'})
     assert not checker._cache, 'new documents: the verdicts are judged again'
+
+
+def source_sections() -> dict[str, str]:
+    """Heading -> the text of its section (whitespace folded), from the Markdown sources of data/pdfs."""
+    sections: dict[str, str] = {}
+    for path in CORPUS_SRC.glob('*.md'):
+        parts = re.split(r'^#{2,6} +(.+)$', path.read_text(encoding='utf-8'), flags=re.M)
+        for heading, text in zip(parts[1::2], parts[2::2]):
+            sections[heading.strip()] = ' '.join(text.replace('- ', ' ').split())
+    return sections
+
+
+def cited_sentences(answer: str) -> list[str]:
+    """The sentences of an extractive answer without their ``[n]`` citations and list dashes."""
+    return [re.sub(r'^- ', '', (text + end).strip()) for text, end in re.findall(r'(.*?) \[\d+\]([.!?:]?)', answer)]
+
+
+def test_a_suggestion_is_answered_by_its_own_section(make_rag):
+    """"What about <heading>?" is answered with sentences of that section, the heading not glued to the first one:
+    the platforms for "supported platforms", the integrations for the overview of integrations."""
+    rag = make_rag()
+    made_from = {heading_question(section).lower(): section
+                 for info in rag.context.catalog.documents().values() for section in info.sections}
+    asked = set(rag.retrieve_context('')['follow_up_refs']['suggested_questions'])
+    asked |= {s.question for q in [''] + unanswerable_questions(4) for s in rag.context.suggestions(q, n=3)}
+    assert {'What about supported platforms?', 'What about overview of integrations?',
+            'What about your Nimbus account?'} <= asked
+    sections = source_sections()
+    answers = {}
+    for question in sorted(asked):
+        answers[question] = rag.run(message=question).answer
+        section = made_from[question.lower()]
+        sentences = cited_sentences(answers[question])
+        assert sentences, question
+        for sentence in sentences:
+            assert sentence in sections[section], (question, sentence)
+    assert all(name in answers['What about supported platforms?'] for name in ('Windows', 'macOS', 'iOS', 'Android'))
+    assert all(name in answers['What about overview of integrations?']
+               for name in ('Slack', 'Microsoft Teams', 'Google Drive', 'GitHub', 'Jira', 'Zapier'))

@@ -2,8 +2,11 @@
 
 Deterministic, no model download, no network: each sentence is scored by IDF-weighted word overlap with the
 question and, when an embedding model is available, by cosine similarity too; the best ones are returned in
-document order with their fragment numbers as citations. When the best sentence introduces or belongs to a list
-(steps, options), the list comes with it.
+document order with their fragment numbers as citations, each once. Headings are scored too: the question is about
+the section of the heading that matches it best and that of its best sentence. A list (steps, options) comes whole
+with the sentence that introduces it ("... these steps:"), or with an item of it when it is in a section the question
+is about; no item of another section's list goes beside the best sentence. A question that names a section ("What
+about supported platforms?") is answered with that section's opening sentences.
 """
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
 import numpy as np
 
@@ -20,11 +23,20 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from rag_plugin.augment import FRAGMENT_CLOSE, FRAGMENT_OPEN
-from rag_plugin.text import WORD, split_sentences, tokens  # noqa: F401 - re-exported for older imports
+from rag_plugin.section_spans import section_at
+from rag_plugin.text import WORD, found, split_sentences, tokens  # noqa: F401 - re-exported for older imports
 
 if TYPE_CHECKING:
     from besser.bot.core.bot import Bot
     from besser.bot.core.session import Session
+
+
+class _Piece(NamedTuple):
+    """A sentence, list item or heading of a fragment, with the heading of the section it is in."""
+    text: str
+    position: int      # order within the fragment (-1: the heading in force where the fragment starts)
+    kind: str          # sentence, item or heading
+    section: Optional[str]
 
 
 @dataclass
@@ -33,16 +45,17 @@ class _Sentence:
     fragment: int      # 1-based fragment number
     position: int      # order within the fragment
     is_list_item: bool
+    section: Optional[str] = None  # the heading it is under
+    is_heading: bool = False       # scored to tell what the question is about, never an answer
     score: float = 0.0
     support: float = 0.0
 
 
 @dataclass
 class _Fragment:
-    """What the answerer reads from one fragment, computed once per fragment text: its answer sentences as
-    ``(text, position, is_list_item)``, their content words, and ``(embedding model, sentence vectors)`` once
-    embedded."""
-    sentences: list[tuple[str, int, bool]]
+    """What the answerer reads from one fragment, computed once per fragment text: its answer sentences and headings
+    as :class:`_Piece`, their content words, and ``(embedding model, vectors)`` once embedded."""
+    sentences: list[_Piece]
     bags: list[frozenset]
     vectors: Optional[tuple[Embeddings, np.ndarray]] = None
 
@@ -63,23 +76,29 @@ class FragmentCache:
 
     def __init__(self, max_fragments: int = 2048):
         self.max_fragments: int = max_fragments
-        self._items: 'OrderedDict[str, _Fragment]' = OrderedDict()
+        self._items: 'OrderedDict[tuple[Optional[str], str], _Fragment]' = OrderedDict()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._items)
 
-    def get(self, text: str) -> _Fragment:
-        """The fragment's sentences and words (split and tokenised now if it is not cached)."""
+    def get(self, text: str, section: Optional[str] = None) -> _Fragment:
+        """The fragment's sentences, headings and words (split and tokenised now if it is not cached).
+
+        Args:
+            text (str): the fragment's text
+            section (str): the heading of the section the fragment starts in, when known (its chunk's metadata)
+        """
+        key = (section, text)
         with self._lock:
-            fragment = self._items.get(text)
+            fragment = self._items.get(key)
             if fragment is not None:
-                self._items.move_to_end(text)
+                self._items.move_to_end(key)
                 return fragment
-        fragment = _read_fragment(text)
+        fragment = _read_fragment(text, section)
         with self._lock:
-            self._items[text] = fragment
-            self._items.move_to_end(text)
+            self._items[key] = fragment
+            self._items.move_to_end(key)
             while len(self._items) > self.max_fragments:
                 self._items.popitem(last=False)
         return fragment
@@ -87,12 +106,13 @@ class FragmentCache:
     @staticmethod
     def vectors(question: str, fragments: list[_Fragment], embeddings: Embeddings) -> tuple[np.ndarray, np.ndarray]:
         """The question's vector (a query: retrieval has usually just embedded it, see
-        :class:`~rag_plugin.query_memo.RecentQueries`) and the vectors of every sentence of the fragments (one row
-        each, in order); the sentences of fragments this model has not embedded yet are embedded in one call."""
+        :class:`~rag_plugin.query_memo.RecentQueries`) and the vectors of every sentence and heading of the
+        fragments (one row each, in order); those of fragments this model has not embedded yet are embedded in one
+        call."""
         known = [f.vectors[1] if f.vectors is not None and f.vectors[0] is embeddings else None for f in fragments]
         missing = [i for i, vectors in enumerate(known) if vectors is None and fragments[i].sentences]
         question_vector = embeddings.embed_query(question)
-        embedded = embeddings.embed_documents([text for i in missing for text, _, _ in fragments[i].sentences]) \
+        embedded = embeddings.embed_documents([piece.text for i in missing for piece in fragments[i].sentences]) \
             if missing else []
         start = 0
         for i in missing:
@@ -104,17 +124,27 @@ class FragmentCache:
         return np.asarray(question_vector, dtype=np.float64), np.concatenate(rows).astype(np.float64)
 
 
-def _read_fragment(text: str) -> _Fragment:
-    """Split a fragment into the sentences that can answer (no headings, no sentence cut by the chunk's edges, at
-    least three words) and their content words."""
+def _read_fragment(text: str, section: Optional[str] = None) -> _Fragment:
+    """Split a fragment into its headings and the sentences that can answer (no sentence cut by the chunk's edges, at
+    least three words), each with the heading it is under, and their content words.
+
+    Args:
+        text (str): the fragment's text
+        section (str): the heading in force where the fragment starts (kept as a heading at position -1 unless the
+            fragment's text has it)
+    """
     pieces = split_sentences(text)
-    sentences = []
+    kept = [] if not section or (section, 'heading') in pieces else [_Piece(section, -1, 'heading', section)]
     for position, (piece, kind) in enumerate(pieces):
+        if kind == 'heading':
+            section = piece
+            kept.append(_Piece(piece, position, kind, section))
+            continue
         cut_at_end = position == len(pieces) - 1 and kind == 'sentence' and piece[-1:] not in '.!?:'
         cut_at_start = position == 0 and piece[:1].islower()  # chunk overlap cut the sentence
-        if kind != 'heading' and not cut_at_end and not cut_at_start and len(WORD.findall(piece)) >= 3:
-            sentences.append((piece, position, kind == 'item'))
-    return _Fragment(sentences, [frozenset(tokens(piece)) for piece, _, _ in sentences])
+        if not cut_at_end and not cut_at_start and len(WORD.findall(piece)) >= 3:
+            kept.append(_Piece(piece, position, kind, section))
+    return _Fragment(kept, [frozenset(tokens(piece.text)) for piece in kept])
 
 
 def is_extractive(llm) -> bool:
@@ -171,27 +201,34 @@ class ExtractiveAnswerer:
         max_list_items (int): list items kept after a selected list introduction
         min_support (float): abstain (answer '') when the best sentence scores below this (0 never abstains)
         cache (FragmentCache): where fragments read before are kept (a new one if none is provided)
+        section_sentences (int): at most this many sentences (a list counts as one) answer a question that names a
+            section: its heading holds the question's words and matches it better than any sentence does ("What
+            about <heading>?")
 
     Attributes:
         max_sentences (int): at most this many sentences
         min_support (float): the support below which the answerer abstains
+        section_sentences (int): at most this many sentences answer a question that names a section
         cache (FragmentCache): fragments read before
     """
 
     def __init__(self, max_sentences: int = 3, relative_cutoff: float = 0.75, max_list_items: int = 12,
-                 min_support: float = DEFAULT_MIN_SUPPORT, cache: Optional[FragmentCache] = None):
+                 min_support: float = DEFAULT_MIN_SUPPORT, cache: Optional[FragmentCache] = None,
+                 section_sentences: int = 5):
         self.max_sentences: int = max_sentences
         self.relative_cutoff: float = relative_cutoff
         self.max_list_items: int = max_list_items
         self.min_support: float = min_support
+        self.section_sentences: int = section_sentences
         self.cache: FragmentCache = cache if cache is not None else FragmentCache()
 
     def _read(self, docs: list[Document]) -> tuple[list[_Fragment], list[_Sentence], list[frozenset]]:
-        """The fragments (from the cache), their answer sentences numbered by fragment, and each sentence's words."""
-        fragments = [self.cache.get(doc.page_content) for doc in docs]
-        sentences = [_Sentence(text, n, position, is_item)
-                     for n, fragment in enumerate(fragments, start=1) for text, position, is_item in fragment.sentences]
-        return fragments, sentences, [bag for fragment in fragments for bag in fragment.bags]
+        """The fragments (from the cache), their sentences and headings numbered by fragment, and the words of
+        each."""
+        fragments = [self.cache.get(doc.page_content, section_at(doc.metadata or {}, 0)) for doc in docs]
+        pieces = [_Sentence(p.text, n, p.position, p.kind == 'item', p.section, p.kind == 'heading')
+                  for n, fragment in enumerate(fragments, start=1) for p in fragment.sentences]
+        return fragments, pieces, [bag for fragment in fragments for bag in fragment.bags]
 
     def _score(self, question: str, query: str, fragments: list[_Fragment], sentences: list[_Sentence],
                bags: list[frozenset], embeddings: Optional[Embeddings],
@@ -201,11 +238,12 @@ class ExtractiveAnswerer:
         for word in (synonyms or {}).values():  # the document's word for a question word counts as that word
             weights.update({t: 1.0 for t in tokens(word)})
         weights.update({t: QUERY_TERM_WEIGHT for t in tokens(query) if t not in weights})
-        n = len(sentences)
-        idf = {t: w * math.log(1 + n / (1 + sum(t in bag for bag in bags))) for t, w in weights.items()}
+        answers = [bag for sentence, bag in zip(sentences, bags) if not sentence.is_heading]  # words are weighed
+        n = len(answers)                                                                     # by the sentences
+        idf = {t: w * math.log(1 + n / (1 + sum(t in bag for bag in answers))) for t, w in weights.items()}
         total = sum(idf.values()) or 1.0
-        dense = [0.0] * n
-        if embeddings is not None and n:
+        dense = [0.0] * len(sentences)
+        if embeddings is not None and sentences:
             asked, vectors = self.cache.vectors(question, fragments, embeddings)
             dense = vectors @ asked
             if query != question:  # a follow-up: as close to the standalone query as to the words asked
@@ -213,7 +251,7 @@ class ExtractiveAnswerer:
         quantity = bool(_QUANTITY.search(question))
         for i, sentence in enumerate(sentences):
             lexical = sum(idf[t] for t in weights if t in bags[i]) / total
-            bonus = NUMBER_BONUS if quantity and _NUMBER.search(sentence.text) else 0.0
+            bonus = NUMBER_BONUS if quantity and not sentence.is_heading and _NUMBER.search(sentence.text) else 0.0
             mixed = (1 - DENSE_SHARE) * lexical + DENSE_SHARE * float(dense[i]) if embeddings is not None else lexical
             sentence.support = mixed + bonus
             sentence.score = sentence.support + RANK_TIE_BREAK / sentence.fragment
@@ -231,26 +269,25 @@ class ExtractiveAnswerer:
             synonyms (dict[str, str]): question words the documents say otherwise, with the documents' word (the
                 guard's matches by meaning: "yearly" -> "annual")
         """
-        fragments, sentences, bags = self._read(docs)
+        fragments, pieces, bags = self._read(docs)
+        sentences = [piece for piece in pieces if not piece.is_heading]
         if not sentences:
             return Extraction('')
-        self._score(question, query or question, fragments, sentences, bags, embeddings, synonyms)
+        self._score(question, query or question, fragments, pieces, bags, embeddings, synonyms)
         ranked = sorted(sentences, key=lambda s: -s.score)
         top = ranked[0]
         if top.support < self.min_support:
             return Extraction('', top.support, top.text)
-        chosen = [top]
-        for sentence in ranked[1:]:
-            if len(chosen) >= self.max_sentences or sentence.score < self.relative_cutoff * top.score:
-                break
-            if not any(sentence.text in c.text or c.text in sentence.text for c in chosen):
-                chosen.append(sentence)
-        chosen = self._with_lists(chosen, sentences)
-        chosen.sort(key=lambda s: (s.fragment, s.position))
-        chosen = [s for i, s in enumerate(chosen) if all(s.text != c.text for c in chosen[:i])]  # chunk overlap
+        subject = self._subject(pieces)
+        about = self._about(subject, ranked)
+        names = subject is not None and subject.support > top.support and _covers(subject.text, question)
+        chosen = self._section(subject, sentences) if names else []
+        first = subject.fragment if chosen else None  # a section is read from where it starts
+        chosen = self._with_lists(chosen or self._best(ranked, about), sentences, about)
+        chosen.sort(key=lambda s: (s.fragment != first, s.fragment, s.position))
         out = ''
         previous: Optional[_Sentence] = None
-        for sentence in chosen:
+        for sentence in _once(chosen):
             text = sentence.text.rstrip()
             cite = f' [{sentence.fragment}]'
             text = text[:-1] + cite + text[-1] if text[-1:] in '.!?:' else text + cite
@@ -266,10 +303,64 @@ class ExtractiveAnswerer:
         :meth:`select`)."""
         return self.select(question, docs, embeddings, query).text
 
-    def _with_lists(self, chosen: list[_Sentence], sentences: list[_Sentence]) -> list[_Sentence]:
-        """Add the list that a chosen sentence introduces ("... these steps:") or belongs to, whole and in order:
-        a list cut by the end of its fragment goes on in the fragment that continues it (the chunk overlap repeats
-        its last item, or the next fragment starts with the next number)."""
+    def _subject(self, pieces: list[_Sentence]) -> Optional[_Sentence]:
+        """The heading that supports the question best, where its section starts when a fragment shows that (else
+        in the best-ranked fragment); None without a heading that supports it at least ``min_support``."""
+        headings = [piece for piece in pieces if piece.is_heading]
+        best = max(headings, key=lambda h: h.support, default=None)
+        if best is None or best.support < self.min_support:
+            return None
+        return min((h for h in headings if _squash(h.text) == _squash(best.text)),
+                   key=lambda h: (h.position < 0, h.fragment))
+
+    def _about(self, subject: Optional[_Sentence], ranked: list[_Sentence]) -> Optional[set[str]]:
+        """The sections the question is about: that of the heading that supports it best and that of the best
+        sentence that is not a list item (a list item is judged by its list's section); None (any section) when
+        neither supports the question at least ``min_support``."""
+        prose = next((s for s in ranked if not s.is_list_item and s.support >= self.min_support), None)
+        sections = ({_squash(subject.text)} if subject is not None else set()) | \
+            ({_squash(prose.section or '')} if prose is not None else set())
+        return sections or None
+
+    def _best(self, ranked: list[_Sentence], about: Optional[set[str]]) -> list[_Sentence]:
+        """The best sentence and those that score close to it, up to ``max_sentences``, none inside another; after
+        the best one, no item of a list in a section the question is not ``about`` (a tip among "sync performance
+        tips" does not go with the size limit of attachments)."""
+        chosen = [ranked[0]]
+        for sentence in ranked[1:]:
+            if len(chosen) >= self.max_sentences or sentence.score < self.relative_cutoff * ranked[0].score:
+                break
+            if sentence.is_list_item and not _in_sections(sentence, about):
+                continue
+            if not any(sentence.text in c.text or c.text in sentence.text for c in chosen):
+                chosen.append(sentence)
+        return chosen
+
+    def _section(self, heading: _Sentence, sentences: list[_Sentence]) -> list[_Sentence]:
+        """The opening of the section a question names: its sentences after its heading, then those of fragments
+        that go on with it, in order, up to ``section_sentences`` (a list counts as one: its first item)."""
+        own = [s for s in sentences if _in_sections(s, {_squash(heading.text)})
+               and (s.fragment != heading.fragment or s.position > heading.position)]
+        own.sort(key=lambda s: (s.fragment != heading.fragment, s.fragment, s.position))  # the section's order
+        chosen: list[_Sentence] = []
+        previous: Optional[_Sentence] = None
+        for sentence in own:
+            if len(chosen) >= self.section_sentences:
+                break
+            in_list = previous is not None and previous.is_list_item and (previous.fragment, previous.position + 1) \
+                == (sentence.fragment, sentence.position)
+            if not (sentence.is_list_item and in_list) and all(sentence.text != c.text for c in chosen):
+                chosen.append(sentence)
+            previous = sentence
+        return chosen
+
+    def _with_lists(self, chosen: list[_Sentence], sentences: list[_Sentence],
+                    about: Optional[set[str]] = None) -> list[_Sentence]:
+        """Add the list that a chosen sentence introduces ("... these steps:") or belongs to, whole and in order;
+        one that it only belongs to (an item, or the paragraph before "... these steps:") when the list is in a
+        section the question is ``about`` (None: any). A list cut by the end of its fragment goes on in the
+        fragment that continues it (the chunk overlap repeats its last item, or the next fragment starts with the
+        next number)."""
         result = list(chosen)
         keys = {(s.fragment, s.position) for s in chosen}
         by_fragment: dict[int, dict[int, _Sentence]] = {}
@@ -286,14 +377,15 @@ class ExtractiveAnswerer:
         for anchor in chosen:
             same = by_fragment[anchor.fragment]
             follower = same.get(anchor.position + 1)
-            if not anchor.is_list_item and follower is not None and follower.text.rstrip().endswith(':'):
+            related = _in_sections(anchor, about)
+            if related and not anchor.is_list_item and follower is not None and follower.text.rstrip().endswith(':'):
                 add(follower)
                 anchor = follower
-            if anchor.is_list_item:
+            if anchor.is_list_item and related:
                 start = anchor.position
                 while start - 1 in same and same[start - 1].is_list_item:
                     start -= 1
-            elif anchor.text.rstrip().endswith(':'):
+            elif not anchor.is_list_item and anchor.text.rstrip().endswith(':'):  # it introduces the list
                 start = anchor.position + 1
             else:
                 continue
@@ -320,9 +412,39 @@ class ExtractiveAnswerer:
                 continue
             if first.text == last.text:  # the overlap repeats the last item
                 return self._list_from(same, 1, self.max_list_items - taken)
+            if first.text.startswith(last.text):  # ... which the end of its fragment cut (:func:`_once` drops it)
+                return self._list_from(same, 0, self.max_list_items - taken)
             if number is not None and _item_number(first.text) == number + 1:
                 return self._list_from(same, 0, self.max_list_items - taken)
         return []
+
+
+def _in_sections(sentence: _Sentence, sections: Optional[set[str]]) -> bool:
+    """Whether a sentence is in one of these sections (squashed headings; any section when None)."""
+    return sections is None or _squash(sentence.section or '') in sections
+
+
+def _covers(heading: str, question: str) -> bool:
+    """Whether a heading holds every content word of a question (as written, in another form or misspelt): the
+    question names the section ("What about supported platforms?", "webhook retry policy?")."""
+    words = set(tokens(heading))
+    asked = tokens(question)
+    return bool(asked) and all(found(term, words) for term in asked)
+
+
+def _squash(text: str) -> str:
+    return ' '.join(text.split()).casefold()
+
+
+def _once(sentences: list[_Sentence]) -> list[_Sentence]:
+    """The sentences without repeats: a sentence that another one holds (the same text in two overlapping
+    fragments, or cut short by the end of one) is left out; the order is kept."""
+    kept: list[_Sentence] = []
+    for sentence in sorted(sentences, key=lambda s: -len(s.text)):
+        text = _squash(sentence.text).rstrip(' ,;:')
+        if not any(text in _squash(k.text) for k in kept):
+            kept.append(sentence)
+    return [s for s in sentences if any(s is k for k in kept)]
 
 
 def _item_number(text: str) -> Optional[int]:

@@ -25,7 +25,7 @@ WORD = re.compile(r"[^\W_](?:[\w+#.\-/]*[^\W_]|[\w.\-/]*[+#]+)?")
 
 _SPLIT = re.compile(r'[-_./]+')
 _LIST_ITEM = re.compile(r'^\s*(?:[-*\u2022]|\d+[.)])\s+')
-_HEADING = re.compile(r'^(?:\d+(?:\.\d+)*\.?\s+)?([^\W\d_])[^.!?;,]{0,70}(?<!:)$')
+_HEADING = re.compile(r'^(?:\d+(?:\.\d+)*\.?\s+)?([^\W\d_])[^.!?;]{0,70}(?<![:,])$')
 _SENTENCE_END = re.compile(r'(?<=[.!?])\s+')
 
 
@@ -63,7 +63,9 @@ def tokens(text: str) -> list[str]:
 def split_sentences(text: str) -> list[tuple[str, str]]:
     """Split a fragment into pieces ``(text, kind)``, kind being ``sentence``, ``item`` (of a list) or ``heading``.
 
-    Works on Markdown and on text extracted from PDFs, where lines are wrapped and headings are lines of their own.
+    Works on Markdown and on text extracted from PDFs, where lines are wrapped and headings are lines of their own: a
+    heading is a short capitalised line without closing punctuation after the end of a sentence, a list item or another
+    heading (a section's heading under the document's title or a page footer), that the next line does not go on with.
     """
     pieces: list[tuple[str, str]] = []
     paragraph: list[str] = []
@@ -75,17 +77,20 @@ def split_sentences(text: str) -> list[tuple[str, str]]:
             paragraph.clear()
 
     previous = ''
-    for raw in text.splitlines():
-        line = raw.strip().lstrip('#').strip()
+    lines = [raw.strip().lstrip('#').strip() for raw in text.splitlines()]
+    for i, line in enumerate(lines):
         if not line:
             flush()
             previous = ''
             continue
-        after_break = not previous or previous.endswith(('.', '!', '?', ':')) or bool(_LIST_ITEM.match(previous))
+        after_heading = bool(previous) and not paragraph and pieces[-1] == (previous, 'heading')  # title, footer
+        after_break = not previous or previous.endswith(('.', '!', '?', ':')) or bool(_LIST_ITEM.match(previous)) \
+            or after_heading
+        continued = i + 1 < len(lines) and lines[i + 1][:1].islower()  # the next line goes on with this one
         if _LIST_ITEM.match(line):
             flush()
             pieces.append((line, 'item'))
-        elif after_break and _is_heading(line):
+        elif after_break and not continued and _is_heading(line):
             flush()
             pieces.append((line, 'heading'))
         elif pieces and pieces[-1][1] == 'item' and not paragraph and line[:1].islower():
