@@ -333,7 +333,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         return 0 if check.ok else 1
     print(f'{len(records)} document(s), {count} chunk(s) in {args.store}')
     for r in records:
-        state = '' if r.status == 'ok' else f'  [{r.status}: interrupted, repaired on next ingest]'
+        state = '' if r.status == 'ok' else '  [interrupted: hidden, rolled back by the next write]'
         print(f'  {r.n_chunks:>6} chunks  {r.source_id}  ({r.title}; {r.document_id}; {r.ingested_at}){state}')
     named = sum(r.n_chunks + (r.prev_n_chunks or 0) for r in records)
     foreign = corpus.foreign_chunks() if corpus is not None and (count or 0) > named else {}

@@ -205,6 +205,7 @@ class RAG:
         self.ingestor.on_change.append(self._invalidate_lexical)
         self.ingestor.refresher.on_refresh.append(self._invalidate_lexical)
         self._retriever.before_search.append(self.ingestor.refresher.sync)
+        self._retriever.hidden = self.ingestor.hidden_ids  # a version being written is shown once it is whole
         self._check_store()
         self.history = ConversationHistory(s['max_history_turns'])
         self.rewriter = QueryRewriter(s['rewrite_queries'])
@@ -235,6 +236,8 @@ class RAG:
         hooks = getattr(retriever, 'before_search', None)
         if hooks is not None and sync not in hooks:
             hooks.append(sync)
+        if hasattr(retriever, 'hidden'):
+            retriever.hidden = self.ingestor.hidden_ids
 
     def _invalidate_lexical(self) -> None:
         lexical = getattr(self._retriever, 'lexical', None)

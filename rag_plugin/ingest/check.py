@@ -34,7 +34,7 @@ class StoreCheck:
         table (int): chunks in Chroma's table
         index (int): chunks Chroma's vector index can return
         ledger (int): chunks of the ledger's finished (``ok``) rows
-        pending (list[str]): sources whose ingestion was interrupted (repaired by the next ingestion)
+        pending (list[str]): sources whose ingestion was interrupted (hidden; rolled back by the next write)
         detailed (bool): whether the chunk ids were compared (else only the counts, which agreed)
         missing_from_index (list[str]): in the table, not in the index: never found by similarity search
         index_only (list[str]): in the index, not in the table: deleted chunks the index still returns
@@ -73,7 +73,8 @@ class StoreCheck:
         """One line: the counts and, when they differ, what differs."""
         line = f'table {self.table}, vector index {self.index}, ledger {self.ledger} chunk(s)'
         if self.pending:
-            line += f'; {len(self.pending)} interrupted ingestion(s), repaired on the next ingest'
+            line += (f'; {len(self.pending)} interrupted ingestion(s): their partial chunks are hidden and rolled '
+                     f'back by the next write (an ingestion, an upload, or ingest --repair)')
         if self.foreign:
             line += f'; {self.foreign_note()}'
         if self.ok:

@@ -31,6 +31,8 @@ CREATE TABLE IF NOT EXISTS files (
 )
 """
 _SETTINGS = 'CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)'
+_RESTORE = ("UPDATE files SET document_id=prev_document_id, n_chunks=prev_n_chunks, status='ok', "
+            "prev_document_id=NULL, prev_n_chunks=NULL, chunking=NULL WHERE root=%s AND source_id=%s")
 _COLUMNS = ('root, source_id, document_id, n_chunks, title, status, prev_document_id, prev_n_chunks, ingested_at, '
             'chunking')
 
@@ -66,6 +68,12 @@ class FileRecord:
     def ids(self) -> list[str]:
         """Chunk ids of the version this row names."""
         return chunk_ids(self.document_id, self.n_chunks)
+
+    def partial_ids(self) -> list[str]:
+        """While ``pending``: the chunk ids of the version being written that the version it replaces does not have,
+        what a killed ingestion leaves half-written (hidden from retrieval, deleted by the next write)."""
+        old = set(chunk_ids(self.prev_document_id, self.prev_n_chunks or 0)) if self.prev_document_id else set()
+        return [i for i in self.ids() if i not in old]
 
     def prev_ids(self) -> list[str]:
         """Chunk ids of the version being replaced that the new one does not reuse (only while ``pending``): all of
@@ -152,6 +160,12 @@ class Ledger:
         """Chunks of a finished version were lost from the store: the next ingestion of the file writes it again."""
         with self._lock:
             self._db.execute("UPDATE files SET status='pending' WHERE root=? AND source_id=?", (root, source_id))
+
+    def restore_previous(self, root: str, source_id: str) -> None:
+        """A write was rolled back: the row names the version it was replacing again (its chunking is no longer known:
+        the file is split again when next ingested)."""
+        with self._lock:
+            self._db.execute(_RESTORE.replace('%s', '?'), (root, source_id))
 
     def remove(self, root: str, source_id: str) -> None:
         """Delete a row (its chunks were deleted)."""
@@ -256,6 +270,10 @@ class PostgresLedger:
     def mark_pending(self, root: str, source_id: str) -> None:
         """Chunks of a finished version were lost from the store: the next ingestion of the file writes it again."""
         self._run("UPDATE {t} SET status='pending' WHERE root=%s AND source_id=%s", (root, source_id))
+
+    def restore_previous(self, root: str, source_id: str) -> None:
+        """A write was rolled back: the row names the version it was replacing again (see :meth:`Ledger.restore_previous`)."""
+        self._run(_RESTORE.replace('files', '{t}', 1), (root, source_id))
 
     def remove(self, root: str, source_id: str) -> None:
         """Delete a row (its chunks were deleted)."""

@@ -409,9 +409,7 @@ class Ingestor:
             listener()
 
     def repair(self) -> int:
-        """Finish what a killed ingestion left: delete the replaced versions it had not deleted yet.
-
-        The interrupted file itself stays ``pending`` and is written again (upserts by id) when next ingested.
+        """Roll back what killed ingestions left (see :meth:`_repair`); every ingestion does this first.
 
         Returns:
             int: chunks deleted
@@ -420,15 +418,35 @@ class Ingestor:
             return self._repair()
 
     def _repair(self) -> int:
+        """Roll back the writes a killed ingestion left (their ledger rows are still ``pending``): the chunks of the
+        version being written are deleted (unless another file's row names that version), and the row names the
+        version it was replacing again, which is whole (a version's chunks are deleted only once the next one is
+        complete), or goes when there was none (the file is added again when next ingested). The same text split
+        again with other settings shares chunk ids with its old version: the file's chunks go, to be split again."""
         removed = 0
         for record in self.ledger.pending():
-            old = self._unshared_prev_ids(record)
-            if old:
-                self._delete(old)
-                removed += len(old)
-            self.ledger.forget_previous(record.root, record.source_id)
-            logger.warning('[RAG] Repaired an interrupted ingestion of %s', record.source_id)
+            shared = self.ledger.shared_by_others(record.document_id, record.root, record.source_id)
+            partial = [] if shared else record.partial_ids()
+            if record.prev_document_id == record.document_id:
+                partial = [] if shared else record.ids() + record.prev_ids()
+            self._delete(partial)
+            removed += len(partial)
+            if record.prev_document_id and record.prev_document_id != record.document_id:
+                self.ledger.restore_previous(record.root, record.source_id)
+                logger.warning('[RAG] An interrupted ingestion of %s was rolled back (%d partial chunk(s) deleted); '
+                               'its previous version stays until the file is ingested again', record.source_id,
+                               len(partial))
+            else:
+                self.ledger.remove(record.root, record.source_id)
+                logger.warning('[RAG] An interrupted ingestion of %s was removed (%d partial chunk(s) deleted): '
+                               'ingest the file again', record.source_id, len(partial))
         return removed
+
+    def hidden_ids(self) -> frozenset[str]:
+        """The chunks retrieval must not return: those of versions still being written, or left half-written by a
+        killed ingestion until the next write rolls them back (:meth:`FileRecord.partial_ids`). Read from the ledger
+        at each search (one small query): another process's commit shows its file at once."""
+        return frozenset(i for record in self.ledger.pending() for i in record.partial_ids())
 
     # ---- ingestion --------------------------------------------------------------------------------------------------
     def _walk(self, path: Path) -> tuple[Path, list[Path]]:
