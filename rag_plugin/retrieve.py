@@ -26,6 +26,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
 from rag_plugin.store import CorpusStore, LexicalIndex, chroma_space, corpus_store, matches, scope_filter
+from rag_plugin.store.budget import in_budget
 from rag_plugin.store.chroma import DISTANCE_TO_COSINE
 from rag_plugin.store.foreign import as_ours
 from rag_plugin.store.lexical import _bm25s
@@ -63,7 +64,7 @@ def beside(fn: Callable[..., Any], *args: Any) -> Future:
         run(False)
         return future
     try:
-        threading.Thread(target=run, args=(True,), name='rag-search', daemon=True).start()
+        threading.Thread(target=in_budget(run), args=(True,), name='rag-search', daemon=True).start()
     except BaseException:
         _side_slots.release()
         raise
