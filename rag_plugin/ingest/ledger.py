@@ -94,14 +94,18 @@ class Ledger:
     def __init__(self, path: str = ':memory:'):
         self.path: str = path
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        if path != ':memory:':
-            self._db.execute('PRAGMA journal_mode=WAL')
-        self._db.execute(_SCHEMA)
-        self._db.execute(_SETTINGS)
-        columns = {row[1] for row in self._db.execute('PRAGMA table_info(files)')}
+        self._db = self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        if self.path != ':memory:':
+            db.execute('PRAGMA journal_mode=WAL')
+        db.execute(_SCHEMA)
+        db.execute(_SETTINGS)
+        columns = {row[1] for row in db.execute('PRAGMA table_info(files)')}
         if 'chunking' not in columns:  # a ledger written before the settings were recorded
-            self._db.execute('ALTER TABLE files ADD COLUMN chunking TEXT')
+            db.execute('ALTER TABLE files ADD COLUMN chunking TEXT')
+        return db
 
     def _rows(self, sql: str, args: tuple = ()) -> Iterator[FileRecord]:
         sql = sql.replace('SELECT *', f'SELECT {_COLUMNS}')
@@ -187,6 +191,12 @@ class Ledger:
         """Rows written before the chunking was recorded take this one (an old store is adopted); returns how many."""
         with self._lock:
             return self._db.execute('UPDATE files SET chunking=? WHERE chunking IS NULL', (chunking,)).rowcount
+
+    def reopen(self) -> None:
+        """Open the file again (the store's folder was replaced: the old file is gone)."""
+        with self._lock:
+            self._db.close()
+            self._db = self._connect()
 
     def close(self) -> None:
         """Close the database."""
@@ -293,6 +303,9 @@ class PostgresLedger:
     def adopt_chunking(self, chunking: str) -> int:
         """Rows written before the chunking was recorded take this one (an old store is adopted); returns how many."""
         return self._run('UPDATE {t} SET chunking=%s WHERE chunking IS NULL', (chunking,)).rowcount
+
+    def reopen(self) -> None:
+        """Nothing to open again (the store's pool holds the connections)."""
 
     def close(self) -> None:
         """Nothing to close (the store's pool holds the connections)."""
