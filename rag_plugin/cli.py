@@ -64,11 +64,22 @@ def _store_trace_path(store: str) -> str:
 
 
 def _require_store(store: str) -> None:
-    """Refuse a store folder that does not hold a store (opening it would silently create an empty one); with
-    ``RAG_PLUGIN_DATABASE_URL`` set the store is in PostgreSQL and the folder only holds the trace."""
+    """Refuse a store folder that does not hold a store (opening it would silently create an empty one), or whose
+    files are damaged (one line saying what and how to repair); with ``RAG_PLUGIN_DATABASE_URL`` set the store is in
+    PostgreSQL and the folder only holds the trace."""
     from rag_plugin.defaults import database_url
-    if database_url() is None and not os.path.isfile(os.path.join(store, 'chroma.sqlite3')):
+    if database_url() is not None:
+        return
+    if not os.path.isfile(os.path.join(store, 'chroma.sqlite3')):
         raise UsageError(f'no store at {store}: run `python -m rag_plugin ingest DIR --store {store}` first')
+    _refuse_damage(store)
+
+
+def _refuse_damage(store: str) -> None:
+    from rag_plugin.store.chroma import REPAIR_HINT, folder_damage
+    damage = folder_damage(store)
+    if damage:
+        raise UsageError(f'damaged store at {store}: {damage}: {REPAIR_HINT.format(folder=store)}')
 
 
 def _require_question(question: str) -> None:
@@ -146,6 +157,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         return 2
     if args.path and not os.path.exists(args.path):  # before the store is opened, which would create an empty one
         raise UsageError(f'No such file or folder: {args.path}')
+    moved = _set_aside_damaged_database(args.store) if args.repair else None
+    if not args.repair and os.path.isfile(os.path.join(args.store, 'chroma.sqlite3')):
+        _refuse_damage(args.store)
     rag = _build_rag(args)
     if args.wait is not None:
         rag.ingestor.write_lock.timeout = args.wait
@@ -155,7 +169,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         if args.repair:
             repair = rag.ingestor.repair_store()
             out['repair'] = repair.to_dict() if repair else None
+            if moved:
+                out['repair'] = {**(out['repair'] or {}), 'database_moved_to': moved}
             if not args.json:
+                if moved:
+                    print(f'database damaged: moved to {moved}; the store is built again from its files')
                 print(repair if repair else 'repair: nothing to check (not a Chroma store)')
         if args.path:
             report = rag.ingest(args.path, sync=args.sync, tags=tags, progress=not args.json and not args.quiet)
@@ -171,6 +189,22 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
     return 0
+
+
+def _set_aside_damaged_database(store: str) -> Optional[str]:
+    """For ``ingest --repair``: a store folder whose database is damaged (empty, not a database, failing SQLite's
+    check) has its Chroma files moved aside, so that the repair builds the store again from the ledger's files;
+    returns where they went (None: the database is sound, or the store is in PostgreSQL)."""
+    from rag_plugin.defaults import database_url
+    from rag_plugin.store.chroma import set_aside_store, sqlite_integrity
+    if database_url() is not None or not os.path.isfile(os.path.join(store, 'chroma.sqlite3')):
+        return None
+    if sqlite_integrity(store) is None:
+        return None
+    if not any(name.startswith('rag_plugin_ledger_') and name.endswith('.sqlite3') for name in os.listdir(store)):
+        raise UsageError(f'damaged store at {store} and no ledger to rebuild it from: ingest your files into a new '
+                         f'store (python -m rag_plugin ingest DIR --store NEW_FOLDER)')
+    return set_aside_store(store)
 
 
 def _print_note(note: Optional[str]) -> None:
@@ -314,6 +348,12 @@ def cmd_stats(args: argparse.Namespace) -> int:
     from rag_plugin.ingest import ledger_for
     from rag_plugin.ingest.check import check_store
     from rag_plugin.store import corpus_store
+    from rag_plugin.store.chroma import REPAIR_HINT, folder_damage
+    if args.check and os.path.isfile(os.path.join(args.store, 'chroma.sqlite3')):
+        damage = folder_damage(args.store)  # seen before Chroma opens the files
+        if damage:
+            print(f'DAMAGED: {args.store}: {damage}: {REPAIR_HINT.format(folder=args.store)}')
+            return 1
     _require_store(args.store)
     store = store_from_env(args.store)
     ledger = ledger_for(store)
@@ -333,7 +373,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         return 0 if check.ok else 1
     print(f'{len(records)} document(s), {count} chunk(s) in {args.store}')
     for r in records:
-        state = '' if r.status == 'ok' else f'  [{r.status}: interrupted, repaired on next ingest]'
+        state = '' if r.status == 'ok' else '  [interrupted: hidden, rolled back by the next write]'
         print(f'  {r.n_chunks:>6} chunks  {r.source_id}  ({r.title}; {r.document_id}; {r.ingested_at}){state}')
     named = sum(r.n_chunks + (r.prev_n_chunks or 0) for r in records)
     foreign = corpus.foreign_chunks() if corpus is not None and (count or 0) > named else {}

@@ -183,12 +183,15 @@ def default_vector_store(persist_directory: Optional[str] = UNSET, embeddings: O
 
     Raises:
         ValueError: no ``collection_name`` was given and the folder holds several collections with chunks
+        StoreDamaged: the folder's ``chroma.sqlite3`` is empty or not a database (``python -m rag_plugin ingest
+            --repair`` builds the store again from its files)
     """
     import chromadb
     import chromadb.config
     from langchain_chroma import Chroma
 
-    from rag_plugin.store.chroma import collection_to_open
+    from rag_plugin.errors import StoreDamaged
+    from rag_plugin.store.chroma import REPAIR_HINT, collection_to_open, sqlite_damage
     # chromadb 0.5.4's telemetry client is incompatible with the posthog it resolves to and logs an error per
     # event; telemetry is off in the settings below, and its logger is silenced for the versions that still try.
     logging.getLogger('chromadb.telemetry.product.posthog').setLevel(logging.CRITICAL)
@@ -196,6 +199,9 @@ def default_vector_store(persist_directory: Optional[str] = UNSET, embeddings: O
         persist_directory = resolve(RAG_STORE, bot)
     if persist_directory:
         os.makedirs(persist_directory, exist_ok=True)
+        damage = sqlite_damage(persist_directory)  # Chroma would build an empty store in an empty file, silently
+        if damage:
+            raise StoreDamaged(f'{persist_directory}: {damage}: ' + REPAIR_HINT.format(folder=persist_directory))
     settings = chromadb.config.Settings(anonymized_telemetry=False, is_persistent=bool(persist_directory),
                                         persist_directory=persist_directory or './chroma')
     client = chromadb.Client(settings)

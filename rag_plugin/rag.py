@@ -33,7 +33,8 @@ from rag_plugin.inputs import check_filter, check_question, cut_question
 from rag_plugin.message import RAGMessage
 from rag_plugin.query_memo import RecentQueries
 from rag_plugin.retrieve import default_retriever
-from rag_plugin.store import scope_filter
+from rag_plugin.store import corpus_store, scope_filter
+from rag_plugin.store.budget import store_budget
 from rag_plugin.text.abbreviations import expand
 from rag_plugin.rewrite import QueryRewriter
 from rag_plugin.settings import BBF_K, BBF_NUM_PREVIOUS_MESSAGES, UNSET, resolve_all
@@ -205,6 +206,7 @@ class RAG:
         self.ingestor.on_change.append(self._invalidate_lexical)
         self.ingestor.refresher.on_refresh.append(self._invalidate_lexical)
         self._retriever.before_search.append(self.ingestor.refresher.sync)
+        self._retriever.hidden = self.ingestor.hidden_ids  # a version being written is shown once it is whole
         self._check_store()
         self.history = ConversationHistory(s['max_history_turns'])
         self.rewriter = QueryRewriter(s['rewrite_queries'])
@@ -235,6 +237,8 @@ class RAG:
         hooks = getattr(retriever, 'before_search', None)
         if hooks is not None and sync not in hooks:
             hooks.append(sync)
+        if hasattr(retriever, 'hidden'):
+            retriever.hidden = self.ingestor.hidden_ids
 
     def _invalidate_lexical(self) -> None:
         lexical = getattr(self._retriever, 'lexical', None)
@@ -448,6 +452,15 @@ class RAG:
         if filter is None and session is not None and hasattr(session, 'get'):
             filter = session.get(SCOPE_KEY)
         check_filter(filter)
+        with store_budget(getattr(corpus_store(self.vector_store), 'timeout', None)):
+            return self._answer(session, question, note, llm, llm_name, llm_prompt, k, filter, num_previous_messages,
+                                on_partial)
+
+    def _answer(self, session: Optional['Session'], question: str, note: Optional[str], llm: 'LLM', llm_name: str,
+                llm_prompt: Optional[str], k: int, filter: Optional[dict], num_previous_messages: Optional[int],
+                on_partial: Optional[Callable[[str], None]]) -> RAGMessage:
+        """:meth:`run` once its inputs are checked; every store call of the question shares one wait (a store that
+        does not answer costs the question one timeout, see :mod:`rag_plugin.store.budget`)."""
         if is_overview_question(question):  # "what is this about?": the documents and their topics, not a search
             overview = self._overview(session, question, llm_name, filter, note)
             if overview is not None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future, wait
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Collection, Optional
 
 import numpy as np
 from langchain_core.documents import Document
@@ -26,6 +26,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
 from rag_plugin.store import CorpusStore, LexicalIndex, chroma_space, corpus_store, matches, scope_filter
+from rag_plugin.store.budget import in_budget
 from rag_plugin.store.chroma import DISTANCE_TO_COSINE
 from rag_plugin.store.foreign import as_ours
 from rag_plugin.store.lexical import _bm25s
@@ -63,7 +64,7 @@ def beside(fn: Callable[..., Any], *args: Any) -> Future:
         run(False)
         return future
     try:
-        threading.Thread(target=run, args=(True,), name='rag-search', daemon=True).start()
+        threading.Thread(target=in_budget(run), args=(True,), name='rag-search', daemon=True).start()
     except BaseException:
         _side_slots.release()
         raise
@@ -84,11 +85,14 @@ class DenseRetriever:
         vector_store (VectorStore): the store to search
         before_search (list[Callable[[], None]]): called before each search (e.g. to catch up with another
             process's writes)
+        hidden (Callable[[], Collection[str]]): the chunk ids never to return (a version still being written, see
+            :meth:`rag_plugin.ingest.Ingestor.hidden_ids`)
     """
 
     def __init__(self, vector_store: VectorStore):
         self.vector_store: VectorStore = vector_store
         self.before_search: list[Callable[[], None]] = []
+        self.hidden: Callable[[], Collection[str]] = frozenset
 
     def retrieve(self, query: str, k: int, filter: Optional[dict] = None) -> list[Document]:
         """Return the ``k`` most similar chunks, most relevant first, each a copy with ``metadata['score']``.
@@ -101,6 +105,8 @@ class DenseRetriever:
         for hook in self.before_search:
             hook()
         kwargs: dict[str, Any] = {'filter': filter} if filter else {}
+        hidden = self.hidden()
+        wanted, k = k, k + len(hidden)
         space = chroma_space(self.vector_store)
         if space in DISTANCE_TO_COSINE:
             to_score = DISTANCE_TO_COSINE[space]
@@ -111,9 +117,10 @@ class DenseRetriever:
         else:
             pairs = self.vector_store.similarity_search_with_relevance_scores(query, k=k, **kwargs)
         # A chunk another tool wrote (BBF's load_pdfs) is read as ours: file name, 1-based page, its id when known.
-        return [_scored(Document(page_content=doc.page_content,
+        docs = [_scored(Document(page_content=doc.page_content,
                                  metadata=as_ours(getattr(doc, 'id', None), doc.metadata) or {}), score)
                 for doc, score in sorted(pairs, key=lambda pair: -pair[1])]
+        return [doc for doc in docs if doc.metadata.get('chunk_id') not in hidden][:wanted]
 
 
 @dataclass
@@ -159,6 +166,8 @@ class HybridRetriever:
         fusion (Fusion): the fusion settings
         before_search (list[Callable[[], None]]): called before each search (e.g. to catch up with another
             process's writes)
+        hidden (Callable[[], Collection[str]]): the chunk ids never to return (a version still being written, see
+            :meth:`rag_plugin.ingest.Ingestor.hidden_ids`)
     """
 
     def __init__(self, vector_store: VectorStore, fusion: Optional[Fusion] = None, depth: int = 30,
@@ -178,6 +187,7 @@ class HybridRetriever:
         self.mmr_lambda: float = mmr_lambda
         self.reranker = reranker
         self.before_search: list[Callable[[], None]] = []
+        self.hidden: Callable[[], Collection[str]] = frozenset
 
     def _dense(self, query_vector: list[float], n: int, filter: Optional[dict]) -> dict[str, tuple]:
         """The store's nearest chunks: ``{chunk id: (chunk, cosine, embedding or None)}``.
@@ -207,7 +217,8 @@ class HybridRetriever:
         total = self.store.refresh()
         if total == 0:
             return []
-        n = min(max(self.depth, k), total)
+        hidden = self.hidden()
+        n = min(max(self.depth, k) + len(hidden), total)
         lexical = beside(self._lexical, query, n, filter)
         try:
             query_vector = self.embeddings.embed_query(query)
@@ -215,6 +226,9 @@ class HybridRetriever:
         finally:
             wait([lexical])  # never leave a search running past this call
         lexical_hits, known_share = lexical.result()
+        if hidden:
+            dense = {cid: hit for cid, hit in dense.items() if cid not in hidden}
+            lexical_hits = [(doc, s) for doc, s in lexical_hits if doc.metadata.get('chunk_id') not in hidden]
         fused = self._fuse(dense, lexical_hits, known_share)
         ranked = _distinct(sorted(fused, key=lambda cid: -fused[cid]), dense, lexical_hits)
         keep = ranked[:max(2 * k, k + 4)] if self.mmr else ranked[:k]

@@ -190,8 +190,10 @@ def check_parts(rag: 'RAG') -> dict[str, Any]:
     parts: dict[str, Any] = {}
     store = corpus_store(rag.vector_store)
     try:
+        rag.ingestor.refresher.sync()  # a replaced store folder is opened again; a deleted one is an error
         if store is not None:
             parts['chunks'] = store.count()
+            getattr(store, 'check_vector_index', lambda: None)()  # a damaged index says so here, not at a question
         parts['store'] = 'ok'
     except Exception as e:  # noqa: BLE001 - a probe reports, it does not fail
         parts['store'] = f'down: {type(e).__name__}: {e}'

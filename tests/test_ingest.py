@@ -527,15 +527,25 @@ def test_an_ingestion_killed_mid_way_is_repaired_exactly_by_the_next_one(tmp_pat
     # files are parsed while others are written: the last one may not be recorded yet (nothing of it is written then)
     assert 'z_new.txt' not in rows or rows['z_new.txt'].status in ('ok', 'pending')
     old_changed = set(chunk_ids(rows['b_changed.md'].prev_document_id, rows['b_changed.md'].prev_n_chunks))
+    partial = {i for r in rows.values() if r.status == 'pending' for i in r.partial_ids()}
+    written = set(store_ids(new_rag(store_dir)))
+    assert partial & written, 'the kill left no half-written version: the test proves nothing'
 
-    # 3. Meanwhile a file that the killed run had fully ingested changes again.
+    # 3. Until the next write, a reader never gets the half-written versions: the old b_changed.md is whole.
+    reader = new_rag(store_dir)
+    shown = {d.metadata['chunk_id'] for d in reader.run_retrieval('changed file new last', k=len(written))}
+    assert not (shown & partial) and old_changed <= shown and shown == written - partial
+    del reader
+
+    # 4. Meanwhile a file that the killed run had fully ingested changes again.
     fx.make_text(docs / 'a_new.txt', fx.long_text('new file, edited', 5, seed=4))
 
-    # 4. The next ingestion repairs everything.
+    # 5. The next ingestion rolls the interrupted writes back, then ingests what changed.
     rag = new_rag(store_dir)
     report = rag.ingest(str(docs))
     status = {f.source_id: f.status for f in report.files}
-    assert status.pop('a_new.txt') == 'updated'
+    # a_new.txt: updated when the killed run finished it, else its partial version was removed and it is added
+    assert status.pop('a_new.txt') == ('updated' if rows['a_new.txt'].status == 'ok' else 'added')
     assert status.pop('b_changed.md') == 'updated'
     assert status.pop('z_new.txt') in ('added', 'updated')
     assert status == {f'pdfs/{name}': 'unchanged' for name in kept_pdfs}
@@ -942,3 +952,33 @@ def test_a_store_from_before_the_settings_were_recorded_is_adopted(tmp_path, new
     assert all(r.chunking for r in adopted.ingestor.ledger.all())
     with pytest.raises(SettingsChanged):  # from now on the store knows its model
         _rag_with(tmp_path / 'store', rag.vector_store.embeddings).ingest(str(docs))
+
+
+def test_an_interrupted_upload_is_hidden_then_removed_by_the_next_write(tmp_path, new_rag):
+    """A chat upload killed half-way (here: the store fails on its second batch) leaves a pending row and some of its
+    chunks: they are never retrieved, and the next write of any kind (another upload) deletes them."""
+    rag = new_rag()
+    rag.ingestor.batch_size = 4
+    text = '\n\n'.join(f'Paragraph {i}: the zebra crossing number {i} is painted on Tuesday {i}.' * 4
+                       for i in range(12))
+    original, calls = rag.ingestor.write_batch, [0]
+
+    def failing(chunks):
+        calls[0] += 1
+        if calls[0] == 2:
+            raise OSError('disk full')
+        return original(chunks)
+    rag.ingestor.write_batch = failing
+    with pytest.raises(OSError):
+        rag.add_text(text, {'source_id': 'zebras.txt'})
+    rag.ingestor.write_batch = original
+    row = rag.ingestor.ledger.get('texts', 'zebras.txt')
+    assert row.status == 'pending' and set(row.partial_ids()) & set(store_ids(rag))
+    assert not rag.run_retrieval('zebra crossing painted on Tuesday', k=10)
+    assert 'interrupted' in rag.ingestor.check_store(detail=True).summary()
+
+    rag.add_text('The parking garage opens at 6 am.', {'source_id': 'garage.txt'})  # the next write
+    assert rag.ingestor.ledger.get('texts', 'zebras.txt') is None
+    assert not set(row.partial_ids()) & set(store_ids(rag))
+    assert_store_matches_ledger(rag)
+    assert rag.run_retrieval('When does the parking garage open?', k=1)[0].metadata['source_id'] == 'garage.txt'

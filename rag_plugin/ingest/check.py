@@ -18,7 +18,9 @@ from langchain_core.vectorstores import VectorStore
 
 from rag_plugin.ingest.fingerprint import SettingsChanged
 from rag_plugin.ingest.ledger import Ledger
+from rag_plugin.errors import StoreDamaged
 from rag_plugin.store import chroma_internals
+from rag_plugin.store.chroma import sqlite_integrity
 from rag_plugin.text import cosine
 
 SAME_MODEL_COSINE = 0.9
@@ -34,7 +36,7 @@ class StoreCheck:
         table (int): chunks in Chroma's table
         index (int): chunks Chroma's vector index can return
         ledger (int): chunks of the ledger's finished (``ok``) rows
-        pending (list[str]): sources whose ingestion was interrupted (repaired by the next ingestion)
+        pending (list[str]): sources whose ingestion was interrupted (hidden; rolled back by the next write)
         detailed (bool): whether the chunk ids were compared (else only the counts, which agreed)
         missing_from_index (list[str]): in the table, not in the index: never found by similarity search
         index_only (list[str]): in the index, not in the table: deleted chunks the index still returns
@@ -42,6 +44,8 @@ class StoreCheck:
         orphans (list[str]): in the table, named by no ledger row, written by this plugin
         foreign (list[str]): in the table, written by another tool (BBF's ``load_pdfs``): not in the ledger, answered
             from as they are; ingesting their files adopts them
+        damage (str | None): what makes the store's files unreadable (a damaged vector index or database); nothing
+            else was compared then
     """
     table: int
     index: int
@@ -53,10 +57,13 @@ class StoreCheck:
     missing_from_table: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
     foreign: list[str] = field(default_factory=list)
+    damage: Optional[str] = None
 
     @property
     def ok(self) -> bool:
-        """Whether table, index and ledger agree."""
+        """Whether the store's files are sound and table, index and ledger agree."""
+        if self.damage:
+            return False
         if self.detailed:
             return not (self.missing_from_index or self.index_only or self.missing_from_table or self.orphans)
         return self.table == self.index == self.ledger
@@ -71,9 +78,12 @@ class StoreCheck:
 
     def summary(self) -> str:
         """One line: the counts and, when they differ, what differs."""
+        if self.damage:
+            return f'DAMAGED: {self.damage}'
         line = f'table {self.table}, vector index {self.index}, ledger {self.ledger} chunk(s)'
         if self.pending:
-            line += f'; {len(self.pending)} interrupted ingestion(s), repaired on the next ingest'
+            line += (f'; {len(self.pending)} interrupted ingestion(s): their partial chunks are hidden and rolled '
+                     f'back by the next write (an ingestion, an upload, or ingest --repair)')
         if self.foreign:
             line += f'; {self.foreign_note()}'
         if self.ok:
@@ -90,7 +100,7 @@ class StoreCheck:
         return {'ok': self.ok, 'table': self.table, 'index': self.index, 'ledger': self.ledger,
                 'pending': self.pending, 'missing_from_index': self.missing_from_index,
                 'index_only': self.index_only, 'missing_from_table': self.missing_from_table,
-                'orphans': self.orphans, 'foreign': self.foreign}
+                'orphans': self.orphans, 'foreign': self.foreign, 'damage': self.damage}
 
 
 def check_store(vector_store: VectorStore, ledger: Ledger, detail: bool = False) -> Optional[StoreCheck]:
@@ -109,6 +119,15 @@ def check_store(vector_store: VectorStore, ledger: Ledger, detail: bool = False)
         return None
     rows = ledger.all()
     pending = [r for r in rows if r.status != 'ok']
+    try:
+        damage = sqlite_integrity(store.persist_directory) if detail and store.persist_directory else None
+        if damage is None:
+            store.check_vector_index()
+    except StoreDamaged as e:
+        damage = str(e)
+    if damage:
+        return StoreCheck(table=-1, index=-1, ledger=sum(r.n_chunks for r in rows if r.status == 'ok'),
+                          pending=[r.source_id for r in pending], damage=damage)
     found = StoreCheck(table=store.count(), index=store.vector_index().count(),
                        ledger=sum(r.n_chunks for r in rows if r.status == 'ok'),
                        pending=[r.source_id for r in pending])
@@ -137,18 +156,26 @@ class StoreRepair:
         after (StoreCheck): the check after the repair
         reembedded (int): chunks of the table embedded again into the vector index
         deleted (int): orphan chunks deleted (from the table and the index)
-        to_reingest (list[str]): sources whose chunks were lost from the table: marked for the next ingestion
+        to_reingest (list[str]): sources whose chunks were lost from the table and whose files are not where they were
+            ingested from (uploads, moved files): ingest them again
+        reingested (list[str]): sources whose chunks were lost from the table, ingested again from their files
+        rebuilt_index (str | None): the damage for which the vector index was moved aside and built again
     """
     before: StoreCheck
     after: StoreCheck
     reembedded: int = 0
     deleted: int = 0
     to_reingest: list[str] = field(default_factory=list)
+    reingested: list[str] = field(default_factory=list)
+    rebuilt_index: Optional[str] = None
 
     def __str__(self) -> str:
-        lines = [f'before: {self.before.summary()}',
+        lines = [f'vector index damaged: {self.rebuilt_index}'] if self.rebuilt_index else []
+        lines += [f'before: {self.before.summary()}',
                  f'repaired: {self.reembedded} chunk(s) embedded again into the vector index, {self.deleted} orphan '
                  f'chunk(s) deleted']
+        if self.reingested:
+            lines.append(f'lost from the table, ingested again from their files: {len(self.reingested)} file(s)')
         if self.to_reingest:
             lines.append('lost from the table, ingest again: ' + ', '.join(self.to_reingest))
         lines.append(f'after: {self.after.summary()}')
@@ -157,7 +184,8 @@ class StoreRepair:
     def to_dict(self) -> dict:
         """The repair as plain data (for ``--json``)."""
         return {'before': self.before.to_dict(), 'after': self.after.to_dict(), 'reembedded': self.reembedded,
-                'deleted': self.deleted, 'to_reingest': self.to_reingest}
+                'deleted': self.deleted, 'to_reingest': self.to_reingest, 'reingested': self.reingested,
+                'rebuilt_index': self.rebuilt_index}
 
 
 def check_embeddings(vector_store: VectorStore, embeddings: Any) -> Optional[str]:

@@ -31,6 +31,8 @@ CREATE TABLE IF NOT EXISTS files (
 )
 """
 _SETTINGS = 'CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)'
+_RESTORE = ("UPDATE files SET document_id=prev_document_id, n_chunks=prev_n_chunks, status='ok', "
+            "prev_document_id=NULL, prev_n_chunks=NULL, chunking=NULL WHERE root=%s AND source_id=%s")
 _COLUMNS = ('root, source_id, document_id, n_chunks, title, status, prev_document_id, prev_n_chunks, ingested_at, '
             'chunking')
 
@@ -67,6 +69,12 @@ class FileRecord:
         """Chunk ids of the version this row names."""
         return chunk_ids(self.document_id, self.n_chunks)
 
+    def partial_ids(self) -> list[str]:
+        """While ``pending``: the chunk ids of the version being written that the version it replaces does not have,
+        what a killed ingestion leaves half-written (hidden from retrieval, deleted by the next write)."""
+        old = set(chunk_ids(self.prev_document_id, self.prev_n_chunks or 0)) if self.prev_document_id else set()
+        return [i for i in self.ids() if i not in old]
+
     def prev_ids(self) -> list[str]:
         """Chunk ids of the version being replaced that the new one does not reuse (only while ``pending``): all of
         them, or for the same content split again (other chunking settings) those beyond the new chunk count."""
@@ -86,14 +94,18 @@ class Ledger:
     def __init__(self, path: str = ':memory:'):
         self.path: str = path
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        if path != ':memory:':
-            self._db.execute('PRAGMA journal_mode=WAL')
-        self._db.execute(_SCHEMA)
-        self._db.execute(_SETTINGS)
-        columns = {row[1] for row in self._db.execute('PRAGMA table_info(files)')}
+        self._db = self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        if self.path != ':memory:':
+            db.execute('PRAGMA journal_mode=WAL')
+        db.execute(_SCHEMA)
+        db.execute(_SETTINGS)
+        columns = {row[1] for row in db.execute('PRAGMA table_info(files)')}
         if 'chunking' not in columns:  # a ledger written before the settings were recorded
-            self._db.execute('ALTER TABLE files ADD COLUMN chunking TEXT')
+            db.execute('ALTER TABLE files ADD COLUMN chunking TEXT')
+        return db
 
     def _rows(self, sql: str, args: tuple = ()) -> Iterator[FileRecord]:
         sql = sql.replace('SELECT *', f'SELECT {_COLUMNS}')
@@ -153,6 +165,12 @@ class Ledger:
         with self._lock:
             self._db.execute("UPDATE files SET status='pending' WHERE root=? AND source_id=?", (root, source_id))
 
+    def restore_previous(self, root: str, source_id: str) -> None:
+        """A write was rolled back: the row names the version it was replacing again (its chunking is no longer known:
+        the file is split again when next ingested)."""
+        with self._lock:
+            self._db.execute(_RESTORE.replace('%s', '?'), (root, source_id))
+
     def remove(self, root: str, source_id: str) -> None:
         """Delete a row (its chunks were deleted)."""
         with self._lock:
@@ -173,6 +191,12 @@ class Ledger:
         """Rows written before the chunking was recorded take this one (an old store is adopted); returns how many."""
         with self._lock:
             return self._db.execute('UPDATE files SET chunking=? WHERE chunking IS NULL', (chunking,)).rowcount
+
+    def reopen(self) -> None:
+        """Open the file again (the store's folder was replaced: the old file is gone)."""
+        with self._lock:
+            self._db.close()
+            self._db = self._connect()
 
     def close(self) -> None:
         """Close the database."""
@@ -257,6 +281,10 @@ class PostgresLedger:
         """Chunks of a finished version were lost from the store: the next ingestion of the file writes it again."""
         self._run("UPDATE {t} SET status='pending' WHERE root=%s AND source_id=%s", (root, source_id))
 
+    def restore_previous(self, root: str, source_id: str) -> None:
+        """A write was rolled back: the row names the version it was replacing again (see :meth:`Ledger.restore_previous`)."""
+        self._run(_RESTORE.replace('files', '{t}', 1), (root, source_id))
+
     def remove(self, root: str, source_id: str) -> None:
         """Delete a row (its chunks were deleted)."""
         self._run('DELETE FROM {t} WHERE root=%s AND source_id=%s', (root, source_id))
@@ -275,6 +303,9 @@ class PostgresLedger:
     def adopt_chunking(self, chunking: str) -> int:
         """Rows written before the chunking was recorded take this one (an old store is adopted); returns how many."""
         return self._run('UPDATE {t} SET chunking=%s WHERE chunking IS NULL', (chunking,)).rowcount
+
+    def reopen(self) -> None:
+        """Nothing to open again (the store's pool holds the connections)."""
 
     def close(self) -> None:
         """Nothing to close (the store's pool holds the connections)."""

@@ -27,6 +27,7 @@ from rag_plugin.ingest.check import StoreCheck, StoreRepair, check_store
 from rag_plugin.ingest.ledger import FileRecord, Ledger, chunk_ids
 from rag_plugin.ingest.loaders import SUPPORTED_EXTENSIONS, LoadedFile, SkipFile, file_digest, load_file
 from rag_plugin.ingest.parsing import ParsePool, default_workers
+from rag_plugin.errors import StoreDamaged
 from rag_plugin.ingest.store import DEFAULT_LOCK_TIMEOUT, ChromaRefresher, write_lock_for
 from rag_plugin.section_spans import SECTION_SPANS_KEY, encode_spans
 from rag_plugin.store import chroma_internals, chroma_store, corpus_store
@@ -258,6 +259,7 @@ class Ingestor:
         self.on_change: list[Callable[[], None]] = []  # called after chunks are written or deleted
         self.write_lock = write_lock_for(vector_store, ledger.path, lock_timeout)
         self.refresher = ChromaRefresher(vector_store, self.write_lock)
+        self.refresher.on_replaced.append(self.ledger.reopen)  # the folder was replaced: its ledger file too
 
     @contextmanager
     def writing(self) -> Iterator[None]:
@@ -409,9 +411,7 @@ class Ingestor:
             listener()
 
     def repair(self) -> int:
-        """Finish what a killed ingestion left: delete the replaced versions it had not deleted yet.
-
-        The interrupted file itself stays ``pending`` and is written again (upserts by id) when next ingested.
+        """Roll back what killed ingestions left (see :meth:`_repair`); every ingestion does this first.
 
         Returns:
             int: chunks deleted
@@ -420,15 +420,35 @@ class Ingestor:
             return self._repair()
 
     def _repair(self) -> int:
+        """Roll back the writes a killed ingestion left (their ledger rows are still ``pending``): the chunks of the
+        version being written are deleted (unless another file's row names that version), and the row names the
+        version it was replacing again, which is whole (a version's chunks are deleted only once the next one is
+        complete), or goes when there was none (the file is added again when next ingested). The same text split
+        again with other settings shares chunk ids with its old version: the file's chunks go, to be split again."""
         removed = 0
         for record in self.ledger.pending():
-            old = self._unshared_prev_ids(record)
-            if old:
-                self._delete(old)
-                removed += len(old)
-            self.ledger.forget_previous(record.root, record.source_id)
-            logger.warning('[RAG] Repaired an interrupted ingestion of %s', record.source_id)
+            shared = self.ledger.shared_by_others(record.document_id, record.root, record.source_id)
+            partial = [] if shared else record.partial_ids()
+            if record.prev_document_id == record.document_id:
+                partial = [] if shared else record.ids() + record.prev_ids()
+            self._delete(partial)
+            removed += len(partial)
+            if record.prev_document_id and record.prev_document_id != record.document_id:
+                self.ledger.restore_previous(record.root, record.source_id)
+                logger.warning('[RAG] An interrupted ingestion of %s was rolled back (%d partial chunk(s) deleted); '
+                               'its previous version stays until the file is ingested again', record.source_id,
+                               len(partial))
+            else:
+                self.ledger.remove(record.root, record.source_id)
+                logger.warning('[RAG] An interrupted ingestion of %s was removed (%d partial chunk(s) deleted): '
+                               'ingest the file again', record.source_id, len(partial))
         return removed
+
+    def hidden_ids(self) -> frozenset[str]:
+        """The chunks retrieval must not return: those of versions still being written, or left half-written by a
+        killed ingestion until the next write rolls them back (:meth:`FileRecord.partial_ids`). Read from the ledger
+        at each search (one small query): another process's commit shows its file at once."""
+        return frozenset(i for record in self.ledger.pending() for i in record.partial_ids())
 
     # ---- ingestion --------------------------------------------------------------------------------------------------
     def _walk(self, path: Path) -> tuple[Path, list[Path]]:
@@ -729,8 +749,10 @@ class Ingestor:
         return check_store(self.vector_store, self.ledger, detail)
 
     def repair_store(self) -> Optional[StoreRepair]:
-        """Make table, vector index and ledger agree: embed again the chunks of the table the index lacks, delete
-        chunks no ledger row names (from both), and mark for re-ingestion the files whose chunks left the table.
+        """Make the store whole again and table, vector index and ledger agree: a damaged vector index is moved aside
+        and built again from Chroma's write log; chunks of the table the index lacks are embedded again; chunks no
+        ledger row names are deleted (from both); files whose chunks left the table are ingested again from where the
+        ledger says they are (an upload, or a file gone from its folder, is reported lost).
 
         Returns:
             StoreRepair | None: before, after and what was done; None when the store is not Chroma
@@ -739,6 +761,12 @@ class Ingestor:
         if store is None:
             return None
         with self.writing():
+            rebuilt = None
+            try:
+                store.check_vector_index()
+            except StoreDamaged as damaged:
+                moved = store.set_aside_vector_index()
+                rebuilt = f'{damaged}; moved aside to {moved} and built again from the write log'
             self._check_settings()  # never embed chunks with another model than the store's
             self._repair()
             before = check_store(self.vector_store, self.ledger, detail=True)
@@ -752,13 +780,33 @@ class Ingestor:
                 self._changed()
             missing = set(before.missing_from_table)
             lost = [r for r in self.ledger.all() if r.status == 'ok' and missing.intersection(r.ids())]
-            for record in lost:
-                self.ledger.mark_pending(record.root, record.source_id)
+            reingested = self._reingest(lost)
             after = check_store(self.vector_store, self.ledger, detail=True)
-        for record in lost:
-            logger.warning('[RAG] Chunks of %s were lost from the store: ingest it again', record.source_id)
-        return StoreRepair(before, after, reembedded=len(lacking), deleted=len(orphans),
-                           to_reingest=[r.source_id for r in lost])
+        gone = [r.source_id for r in lost if r.source_id not in reingested]
+        for source_id in gone:
+            logger.warning('[RAG] Chunks of %s were lost from the store and its file is not where it was ingested '
+                           'from: ingest it again', source_id)
+        return StoreRepair(before, after, reembedded=len(lacking), deleted=len(orphans), to_reingest=gone,
+                           reingested=reingested, rebuilt_index=rebuilt)
+
+    def _reingest(self, records: list[FileRecord]) -> list[str]:
+        """Ingest again, from where the ledger says they were ingested, the files of rows whose chunks were lost;
+        the rows of files that are not there any more (uploads, moved files) stay pending, for the next write to
+        remove. Returns the source ids ingested again."""
+        done: list[str] = []
+        by_root: dict[str, list] = {}
+        for record in records:
+            path = Path(record.root) / record.source_id
+            if path.is_absolute() and path.is_file():
+                by_root.setdefault(record.root, []).append((record.source_id, path))
+                self.ledger.remove(record.root, record.source_id)
+            else:
+                self.ledger.mark_pending(record.root, record.source_id)
+        for root, sources in by_root.items():
+            report = IngestReport()
+            self._ingest_sources(root, sources, report, (), False, self._check_settings())
+            done += [f.source_id for f in report.ok]
+        return done
 
 
 def ledger_for(vector_store: VectorStore, path: Optional[str] = None) -> Ledger:

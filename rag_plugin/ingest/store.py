@@ -23,7 +23,9 @@ from typing import Any, Callable, Iterator, Optional
 
 from langchain_core.vectorstores import VectorStore
 
+from rag_plugin.errors import StoreDamaged
 from rag_plugin.store import ChromaStore, chroma_internals
+from rag_plugin.store.chroma import SQLITE_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -181,18 +183,42 @@ class ChromaRefresher:
         write_lock (WriteLock): the store's write lock; while this process holds it, no other process writes and
             :meth:`sync` has nothing to do
 
+    It also notices that the store's folder was replaced under a running process (deleted and built again: another
+    ``chroma.sqlite3``) and opens the new one; a folder left without a database is an error, never an empty store.
+
     Attributes:
         on_refresh (list[Callable[[], None]]): called after the index was re-opened (e.g. the BM25 index's invalidate)
+        on_replaced (list[Callable[[], None]]): called after the folder's new files were opened (the ledger re-opens)
     """
 
     def __init__(self, vector_store: VectorStore, write_lock: Optional[WriteLock] = None):
         self.vector_store: VectorStore = vector_store
         self.write_lock: Optional[WriteLock] = write_lock
         self.on_refresh: list[Callable[[], None]] = []
+        self.on_replaced: list[Callable[[], None]] = []
         self._store: Optional[ChromaStore] = chroma_internals(vector_store)
         self._enabled = bool(self._store is not None and self._store.is_persistent)
         self._lock = threading.Lock()
+        self._identity = self._store.identity() if self._enabled else None
         self._seen = self._last_seq() if self._enabled else -1
+
+    def _check_folder(self) -> bool:
+        """Open the folder's files again when it was replaced; returns whether it was.
+
+        Raises:
+            StoreDamaged: the folder holds no database any more, or a damaged one
+        """
+        identity = self._store.identity()
+        if identity == self._identity:
+            return False
+        if identity is None:
+            raise StoreDamaged(f'{self._store.persist_directory}: the store folder has no {SQLITE_FILE} any more '
+                               f'(deleted?): ingest the files again, or restore it')
+        self._store.reopen()
+        self._identity = identity
+        for listener in self.on_replaced:
+            listener()
+        return True
 
     def _last_seq(self) -> int:
         return self._store.version()
@@ -220,11 +246,14 @@ class ChromaRefresher:
             if local is not None and self.write_lock.held_here:
                 return False
             with self._lock:
-                last = self._last_seq()
-                if last <= self._seen:
-                    return False
-                self._reload_retrying()
-                self._seen = last
+                if self._check_folder():
+                    self._seen = self._last_seq()
+                else:
+                    last = self._last_seq()
+                    if last <= self._seen:
+                        return False
+                    self._reload_retrying()
+                    self._seen = last
         finally:
             if local is not None:
                 local.release()

@@ -11,11 +11,15 @@ table (SQLite) is shared, and every write is logged in its SQLite queue with an 
 from __future__ import annotations
 
 import logging
+import os
+import struct
+import time
 from typing import Any, Callable, Optional, Sequence
 
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
+from rag_plugin.errors import StoreDamaged
 from rag_plugin.store.base import DenseHit
 from rag_plugin.store.foreign import as_ours, is_foreign
 from rag_plugin.store.lexical import LexicalIndex
@@ -28,6 +32,139 @@ DISTANCE_TO_COSINE: dict[str, Callable[[float], float]] = {
     'l2': lambda d: 1.0 - d / 2.0,  # Chroma's l2 is squared: |a-b|^2 = 2 - 2cos for unit vectors
 }
 """dict: Chroma distance space -> the cosine similarity of a distance in it."""
+
+
+SQLITE_FILE = 'chroma.sqlite3'
+"""str: the file of a persisted Chroma store's table and write log."""
+
+REPAIR_HINT = 'run `python -m rag_plugin ingest --repair --store {folder}` to rebuild it'
+"""str: what to do about a damaged store (``{folder}``: the store's folder)."""
+
+DAMAGED_SUFFIX = '.damaged-'
+"""str: a damaged vector index folder is moved aside to ``<folder>.damaged-<unix time>`` (kept for inspection)."""
+
+_folders: dict[tuple[str, str], str] = {}
+"""dict[tuple[str, str], str]: (store folder, collection id) -> the folder of the collection's saved vector index."""
+
+_checked: dict[str, tuple] = {}
+"""dict[str, tuple]: vector index folders found sound in this process, with their files' sizes and times then."""
+
+_HNSW_HEADER = struct.Struct('<iQQQQQQiIQQQdQ')
+"""struct.Struct: the header.bin of a persisted HNSW index (chroma-hnswlib, persistence version 1): version, offset
+of level 0, capacity, element count, bytes per element, label offset, data offset, top level, entry point, maxM,
+maxM0, M, mult, ef_construction."""
+
+
+def sqlite_damage(folder: str) -> Optional[str]:
+    """What is wrong with a store folder's ``chroma.sqlite3`` at a glance (empty, or not a SQLite database), else
+    None (also when there is none: a new store). Chroma would silently build an empty store in an empty file."""
+    path = os.path.join(folder, SQLITE_FILE)
+    try:
+        with open(path, 'rb') as f:
+            head = f.read(16)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f'{SQLITE_FILE} cannot be read: {e.strerror or e}'
+    if not head:
+        return f'{SQLITE_FILE} is empty (0 bytes)'
+    if head != b'SQLite format 3\x00':
+        return f'{SQLITE_FILE} is not a SQLite database'
+    return None
+
+
+def sqlite_integrity(folder: str) -> Optional[str]:
+    """What SQLite's own check (``PRAGMA quick_check``, read-only) finds wrong in ``chroma.sqlite3``, else None."""
+    import sqlite3
+    damage = sqlite_damage(folder)
+    if damage or not os.path.exists(os.path.join(folder, SQLITE_FILE)):
+        return damage
+    try:
+        db = sqlite3.connect(f'file:{os.path.join(folder, SQLITE_FILE)}?mode=ro', uri=True)
+        try:
+            rows = [row[0] for row in db.execute('PRAGMA quick_check').fetchmany(3)]
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as e:
+        return f'{SQLITE_FILE} is damaged: {e}'
+    return None if rows == ['ok'] else f'{SQLITE_FILE} is damaged: ' + '; '.join(map(str, rows))
+
+
+def index_damage(folder: str) -> Optional[str]:
+    """What is wrong with a persisted HNSW vector index folder, else None (also for no folder, or a folder without
+    saved files: Chroma builds the index again from its write log).
+
+    The files are checked against their header before Chroma loads them: a truncated ``data_level0.bin`` crashed the
+    process (a segmentation fault in hnswlib), a header of garbage raised at every question."""
+    header_path = os.path.join(folder, 'header.bin')
+    if not os.path.exists(header_path):
+        return None
+    name = os.path.basename(os.path.normpath(folder))
+    try:
+        with open(header_path, 'rb') as f:
+            header = f.read()
+        if len(header) != _HNSW_HEADER.size:
+            return f'vector index {name}: header.bin has {len(header)} bytes, not {_HNSW_HEADER.size}'
+        version, _, capacity, count, per_element, label_offset, _, level, _, max_m, max_m0, m, _, _ = \
+            _HNSW_HEADER.unpack(header)
+        if version != 1 or not 0 <= count <= capacity or not 0 < per_element < 1 << 24 or \
+                label_offset + 8 != per_element or not (-1 if count == 0 else 0) <= level < 64 or \
+                not 0 < m <= max_m <= max_m0 < 1 << 16:
+            return f'vector index {name}: header.bin does not describe an index (version {version})'
+        # the vectors, then their norms: saved for the vectors held, or for the whole capacity (a new index)
+        for file, size in (('data_level0.bin', per_element), ('length.bin', 4)):
+            found = os.path.getsize(os.path.join(folder, file))
+            if not count * size <= found <= capacity * size:
+                return (f'vector index {name}: {file} has {found} bytes, {count * size} expected for {count} '
+                        f'vectors')
+        if not os.path.exists(os.path.join(folder, 'link_lists.bin')):
+            return f'vector index {name}: link_lists.bin is missing'
+    except FileNotFoundError as e:
+        return f'vector index {name}: {os.path.basename(e.filename or "")} is missing'
+    except (OSError, struct.error) as e:
+        return f'vector index {name}: {e}'
+    return None
+
+
+def folder_damage(folder: str) -> Optional[str]:
+    """What is wrong with a store folder's files (its database at a glance, every vector index), else None; Chroma is
+    not opened."""
+    damage = sqlite_damage(folder)
+    if damage:
+        return damage
+    try:
+        subfolders = sorted(e.path for e in os.scandir(folder) if e.is_dir() and DAMAGED_SUFFIX not in e.name)
+    except OSError:
+        return None
+    return next((d for d in map(index_damage, subfolders) if d), None)
+
+
+def set_aside_store(folder: str) -> Optional[str]:
+    """Move a damaged store's Chroma files (``chroma.sqlite3`` and its vector index folders) into
+    ``<folder>/damaged-<unix time>/`` (kept for inspection), leaving the ledger, so that a new store can be built in the
+    folder from the ledger's files. Returns where they went (None: there was nothing to move)."""
+    names = [e.name for e in os.scandir(folder) if e.name == SQLITE_FILE or e.name.startswith(SQLITE_FILE + '-')
+             or e.is_dir() and DAMAGED_SUFFIX not in e.name and os.path.exists(os.path.join(e.path, 'header.bin'))
+             or e.is_dir() and _is_uuid(e.name)]
+    if not names:
+        return None
+    target = os.path.join(folder, f'damaged-{int(time.time())}')
+    os.makedirs(target, exist_ok=True)
+    for name in names:
+        os.rename(os.path.join(folder, name), os.path.join(target, name))
+    for key in [k for k in _folders if k[0] == folder]:
+        _folders.pop(key)
+    logger.warning('[RAG] The damaged store files of %s were moved to %s', folder, target)
+    return target
+
+
+def _is_uuid(name: str) -> bool:
+    import uuid
+    try:
+        uuid.UUID(name)
+    except ValueError:
+        return False
+    return True
 
 
 def is_chroma(vector_store: Any) -> bool:
@@ -211,6 +348,7 @@ class ChromaStore:
 
     def sample(self, n: int = 1) -> list[tuple[str, Document, list[float]]]:
         """Up to ``n`` chunks with their stored vectors: ``(id, chunk, vector)`` (to check which model made them)."""
+        self.check_vector_index()
         got = self._collection.get(limit=n, include=['documents', 'metadatas', 'embeddings'])
         if len(got['embeddings']) != len(got['ids']):
             return []
@@ -225,6 +363,7 @@ class ChromaStore:
         ids = [i for i in ids if isinstance(i, str)]
         if not ids:
             return {}
+        self.check_vector_index()
         got = self._collection.get(ids=ids, include=['embeddings'])
         if len(got['embeddings']) == len(got['ids']):
             return dict(zip(got['ids'], got['embeddings']))
@@ -241,6 +380,7 @@ class ChromaStore:
         """The ``n`` chunks nearest to an embedding, nearest first (only ids and distances are read, and the
         embeddings when asked for)."""
         include = ['distances'] + (['embeddings'] if with_embeddings else [])
+        self.check_vector_index()
         result = self._collection.query(query_embeddings=[list(vector)], n_results=n, where=where or None,
                                         include=include)
         to_cosine = DISTANCE_TO_COSINE[self.space if self.space in DISTANCE_TO_COSINE else 'l2']
@@ -275,6 +415,7 @@ class ChromaStore:
     def upsert(self, ids: Sequence[str], embeddings: Sequence[Sequence[float]], documents: Sequence[str],
                metadatas: Sequence[dict]) -> None:
         """Write chunks with their own embeddings under their ids (replacing any with the same id)."""
+        self.check_vector_index()
         self._collection.upsert(ids=list(ids), embeddings=list(embeddings), documents=list(documents),
                                 metadatas=list(metadatas))
         if self._lexical is not None:
@@ -282,6 +423,7 @@ class ChromaStore:
 
     def delete(self, ids: Sequence[str]) -> None:
         """Delete the chunks with these ids."""
+        self.check_vector_index()
         self.vector_store.delete(ids=list(ids))
         if self._lexical is not None:
             self._lexical.invalidate()
@@ -306,6 +448,7 @@ class ChromaStore:
     def vector_index(self) -> Any:
         """Chroma's vector index (HNSW segment) of the collection in this process."""
         from chromadb.segment import SegmentManager, VectorReader
+        self.check_vector_index()
         return self._system().instance(SegmentManager).get_segment(self._collection.id, VectorReader)
 
     def index_ids(self) -> set[str]:
@@ -330,7 +473,107 @@ class ChromaStore:
             old = manager._instances.pop(segment['id'], None)
         if old is not None:
             old.stop()
+        self.check_vector_index()  # what another process saved may be damaged: never load that
         manager.get_segment(collection_id, VectorReader)
+
+    # ---- the folder's files -------------------------------------------------------------------------------------
+    def identity(self) -> Optional[tuple[int, int]]:
+        """Which database file the store's folder holds now (device and inode of its ``chroma.sqlite3``; None when
+        there is none): another one means the folder was replaced (deleted and rebuilt)."""
+        try:
+            stat = os.stat(os.path.join(self.persist_directory, SQLITE_FILE))
+        except (OSError, TypeError):
+            return None
+        return stat.st_dev, stat.st_ino
+
+    def reopen(self) -> None:
+        """Open the folder's files again after it was replaced: this process's Chroma for the folder (its database
+        connection, its vector index) is dropped without saving anything (it would write into the new folder), a new
+        one is opened, and the collection is found again by name.
+
+        Raises:
+            StoreDamaged: the new folder's database is damaged
+            ValueError: the new folder has no collection of this name
+        """
+        import chromadb
+        from chromadb.api.shared_system_client import SharedSystemClient
+        folder, name = self.persist_directory, self.name
+        damage = sqlite_damage(folder)
+        if damage:
+            raise StoreDamaged(f'{folder}: {damage}: ' + REPAIR_HINT.format(folder=folder))
+        old = self.vector_store._client
+        settings = self._system().settings
+        SharedSystemClient._identifier_to_system.pop(old._identifier, None)
+        for key in [k for k in _folders if k[0] == folder]:
+            _folders.pop(key)
+        client = chromadb.Client(settings)
+        collection = client.get_collection(name)
+        self.vector_store._client = client
+        if hasattr(self.vector_store, '_chroma_collection'):  # langchain_chroma; langchain_community: _collection
+            self.vector_store._chroma_collection = collection
+        else:
+            self.vector_store._collection = collection
+        if self._lexical is not None:
+            self._lexical.invalidate()
+        logger.warning('[RAG] The store folder %s was replaced: opened again (%d chunks)', folder, collection.count())
+
+    # ---- damage ---------------------------------------------------------------------------------------------------
+    def vector_folder(self) -> Optional[str]:
+        """The folder of the collection's saved vector index (None in memory)."""
+        if not self.is_persistent or not self.persist_directory:
+            return None
+        key = (self.persist_directory, str(self._collection.id))
+        if key not in _folders:
+            from chromadb.db.impl.sqlite import SqliteDB
+            with self._system().instance(SqliteDB).tx() as cur:
+                row = cur.execute("SELECT id FROM segments WHERE collection = ? AND scope = 'VECTOR'",
+                                  (key[1],)).fetchone()
+            if row is None:
+                return None
+            _folders[key] = os.path.join(self.persist_directory, row[0])
+        return _folders[key]
+
+    def check_vector_index(self) -> None:
+        """Refuse to load a saved vector index whose files disagree with their header (:func:`index_damage`): hnswlib
+        crashed the process on a truncated one. Checked again when its files change.
+
+        Raises:
+            StoreDamaged: the index is damaged (the message names the file and what to do)
+        """
+        folder = self.vector_folder() if self._system() is not None else None
+        if folder is None:
+            return
+        try:
+            seen = tuple(os.stat(os.path.join(folder, f))[6:9] for f in ('header.bin', 'data_level0.bin'))
+        except OSError:
+            seen = None
+        if seen is not None and _checked.get(folder) == seen:
+            return
+        damage = index_damage(folder)
+        if damage:
+            raise StoreDamaged(f'{self.persist_directory}: {damage}: '
+                               + REPAIR_HINT.format(folder=self.persist_directory))
+        if seen is not None:
+            _checked[folder] = seen
+
+    def set_aside_vector_index(self) -> Optional[str]:
+        """Move the collection's saved vector index aside (``<folder>.damaged-<time>``, kept) and open the index
+        again: Chroma builds it from its write log. Returns where the old files went (None: nothing was saved)."""
+        from chromadb.segment import SegmentManager, VectorReader
+        from chromadb.types import SegmentScope
+        folder = self.vector_folder()
+        if folder is None or not os.path.isdir(folder):
+            return None
+        manager = self._system().instance(SegmentManager)
+        segment = manager._get_segment_sysdb(self._collection.id, SegmentScope.VECTOR)
+        with manager._lock:  # never saved again over the moved files
+            manager._instances.pop(segment['id'], None)
+        target = f'{folder}{DAMAGED_SUFFIX}{int(time.time())}'
+        os.rename(folder, target)
+        _checked.pop(folder, None)
+        manager.get_segment(self._collection.id, VectorReader)
+        logger.warning('[RAG] The vector index was moved aside to %s and built again from the write log', target)
+        return target
 
 
 def chroma_internals(vector_store: Any) -> Optional[ChromaStore]:

@@ -52,6 +52,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
 from rag_plugin.ingest.store import StoreBusy, WriteLock
+from rag_plugin.store import budget
 from rag_plugin.store.base import DenseHit
 from rag_plugin.store.foreign import as_ours
 
@@ -255,16 +256,38 @@ class PostgresStore(VectorStore):
 
     # ---- connections and schema ----------------------------------------------------------------------------------
     @property
+    def timeout(self) -> float:
+        """Seconds a call waits for a connection (a question's calls share one such wait)."""
+        return self._timeout
+
+    @property
     def embeddings(self) -> Embeddings:
         """The embedding model."""
         return self._embeddings
 
     @contextmanager
     def connection(self) -> Iterator[Any]:
-        """A pooled connection (autocommit; use ``with conn.transaction()`` for a transaction), the schema made."""
+        """A pooled connection (autocommit; use ``with conn.transaction()`` for a transaction), the schema made.
+
+        It waits at most the pool's timeout, or what is left of the question's store budget
+        (:func:`rag_plugin.store.budget.store_budget`); a wait that runs out spends the budget.
+
+        Raises:
+            psycopg_pool.PoolTimeout: no connection in time (the server is down or every connection is busy)
+        """
         self._ensure_schema()
-        with self._pool.connection() as conn:
+        with self._pool_connection() as conn:
             yield conn
+
+    @contextmanager
+    def _pool_connection(self) -> Iterator[Any]:
+        import psycopg_pool
+        try:
+            with self._pool.connection(timeout=budget.wait_for(self._timeout)) as conn:
+                yield conn
+        except psycopg_pool.PoolTimeout:
+            budget.spend()
+            raise
 
     def _ensure_schema(self) -> None:
         if self._ready:
@@ -273,7 +296,7 @@ class PostgresStore(VectorStore):
             if self._ready:
                 return
             dim = self._dim or len(self._embeddings.embed_query('dimension'))
-            with self._pool.connection() as conn, conn.transaction():
+            with self._pool_connection() as conn, conn.transaction():
                 # One schema creation at a time across processes (CREATE ... IF NOT EXISTS races otherwise).
                 conn.execute("SELECT pg_advisory_xact_lock(hashtext('rag_plugin:schema'))")
                 conn.execute('CREATE EXTENSION IF NOT EXISTS vector')
