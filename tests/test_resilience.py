@@ -108,6 +108,26 @@ def test_caller_mistakes_raise_clear_errors_not_a_store_outage(make_rag):
     assert not ok.degraded and '600 requests per minute' in ok.answer
 
 
+def test_an_oversized_filter_is_a_caller_mistake(make_rag):
+    """RAG.run with 800 tag clauses answered "I can't search the documents right now" (the store refused the
+    query); the context methods raised the store's error. Both are a ValueError now, before the store is asked."""
+    rag = make_rag()
+    tags = [f't{n}' for n in range(800)]
+    with pytest.raises(ValueError, match='too large'):
+        rag.run(message=QUESTION, filter={'$and': [{f'tag:{t}': True} for t in tags]})
+    deep = {'source_id': 'integrations_and_api.pdf'}
+    for _ in range(40):
+        deep = {'$and': [deep, {'page': {'$gte': 1}}]}
+    with pytest.raises(ValueError, match='too deep'):
+        rag.run(message=QUESTION, filter=deep)
+    for method in (rag.retrieve_context, rag.answer_context):
+        with pytest.raises(ValueError, match='too large'):
+            method(QUESTION, scope={'tags': tags})
+    fine = rag.run(message=QUESTION,
+                   filter={'$and': [{'source_id': 'integrations_and_api.pdf'}] + [{'page': {'$gte': 1}}] * 50})
+    assert '600 requests per minute' in fine.answer
+
+
 def test_caller_mistakes_over_http_are_4xx(make_rag):
     from rag_plugin.server import create_app
     client = TestClient(create_app(make_rag()))
