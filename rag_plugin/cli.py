@@ -335,10 +335,16 @@ def cmd_answer(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Serve the HTTP API (POST /ask, POST /retrieve, POST /answer, GET /health, /docs)."""
-    from rag_plugin.server import API_KEY_ENV, serve  # before the store is opened: a missing extra says so first
+    from rag_plugin.server import API_KEY_ENV, check_serve_options, serve  # a missing extra says so first
     _require_store(args.store)
+    api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
+    try:
+        check_serve_options(args.host, api_key, args.no_auth)  # before the models are loaded
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     rag = _build_rag(args)
-    serve(rag, args.host, args.port, args.api_key or os.environ.get(API_KEY_ENV) or None, args.max_body_bytes)
+    serve(rag, args.host, args.port, api_key, args.max_body_bytes, no_auth=args.no_auth,
+          allowed_hosts=args.allowed_host, cors_origins=args.cors_origin, rate_limit=args.rate_limit)
     return 0
 
 
@@ -548,17 +554,32 @@ def build_parser() -> argparse.ArgumentParser:
                     'answerer.')))
     p.set_defaults(func=cmd_answer)
 
+    from rag_plugin.api_defaults import (API_KEY_ENV, DEFAULT_HOST, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT,
+                                         DEFAULT_RATE_LIMIT, FAILED_AUTH_COST, LOCAL_HOSTS)
     p = with_store(sub.add_parser(
         'serve', help='HTTP API: POST /ask, POST /retrieve, POST /answer, GET /health, docs at /docs',
         description="Serve the HTTP API with uvicorn: POST /ask (the RAG's own answer, with sources), "
                     'POST /retrieve (a context package), POST /answer (a cited answer built on one), GET /health '
                     '(which parts work), OpenAPI docs at /docs. POST bodies are JSON, sent with the header '
-                    "'Content-Type: application/json' (and 'X-API-Key: KEY' when the server has a key). Bound to "
-                    '127.0.0.1 unless --host says otherwise.'))
-    from rag_plugin.api_defaults import API_KEY_ENV, DEFAULT_HOST, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT
+                    "'Content-Type: application/json' and 'X-API-Key: KEY'. It needs a key (--api-key or env "
+                    f'{API_KEY_ENV}) unless --no-auth is given. Bound to 127.0.0.1 unless --host says otherwise.'))
     p.add_argument('--host', default=DEFAULT_HOST, help='address to bind (default: %(default)s)')
     p.add_argument('--port', type=_number(int, 1, 65535), default=DEFAULT_PORT, help='port (default: %(default)s)')
-    p.add_argument('--api-key', help=f'require this X-API-Key header (default: env {API_KEY_ENV}; none: no key)')
+    p.add_argument('--api-key', help=f'require this X-API-Key header on every endpoint but /health, /docs included '
+                                     f'(default: env {API_KEY_ENV}; without one, serve refuses to start)')
+    p.add_argument('--no-auth', action='store_true',
+                   help=f'serve without a key, to this machine only: --host must be one of {", ".join(LOCAL_HOSTS)}, '
+                        'and only requests whose Host is one of those or an --allowed-host are answered (against '
+                        'DNS rebinding)')
+    p.add_argument('--allowed-host', action='append', default=[], metavar='NAME',
+                   help='also answer requests for this Host name (repeatable; with a key, only these and '
+                        'localhost names are then answered)')
+    p.add_argument('--cors-origin', action='append', default=[], metavar='ORIGIN',
+                   help='let web pages from this origin (https://app.example) call the API (repeatable; '
+                        'default: none, no CORS headers)')
+    p.add_argument('--rate-limit', type=_number(int, 0), default=DEFAULT_RATE_LIMIT, metavar='N',
+                   help='requests a minute per client address and per key, then 429 with Retry-After; a wrong '
+                        f'key costs {FAILED_AUTH_COST} (default: %(default)s; 0: no limit)')
     p.add_argument('--max-body-bytes', type=COUNT, default=DEFAULT_MAX_BODY_BYTES,
                    help='larger requests get 413 (default: %(default)s)')
     p.add_argument('--model', help='OpenAI model name (when OpenAI is configured)')

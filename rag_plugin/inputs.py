@@ -20,6 +20,13 @@ FILTER_OPERATORS = frozenset({'$eq', '$ne', '$in', '$nin', '$gt', '$gte', '$lt',
 FILTER_LOGICAL = frozenset({'$and', '$or'})
 """frozenset[str]: the logical operators of a metadata filter (each takes a list of filters)."""
 
+MAX_FILTER_CLAUSES = 200
+"""int: the most clauses (conditions and ``$and``/``$or``) one filter may hold. Chroma refuses a query of some 450
+("Expression tree is too large"), which reached the caller as a store outage."""
+
+MAX_FILTER_DEPTH = 8
+"""int: the deepest a filter's ``$and``/``$or`` may nest (a scope filter has 2 levels)."""
+
 
 def clean_text(text: str) -> str:
     """Return ``text`` with every lone surrogate replaced by U+FFFD (valid surrogate pairs are joined).
@@ -61,28 +68,37 @@ def cut_question(question: str, max_chars: int) -> tuple[str, Optional[str]]:
 
 
 def check_filter(where: Any) -> None:
-    """Check a metadata filter (Chroma ``where`` syntax) before it reaches a store.
+    """Check a metadata filter (Chroma ``where`` syntax) before it reaches a store: its operators, its types and its
+    size (at most :data:`MAX_FILTER_CLAUSES` clauses, nested at most :data:`MAX_FILTER_DEPTH` deep). Iterative: no
+    filter is too deep to be checked.
 
     Raises:
         TypeError: when the filter, a clause or a logical operator's operand has the wrong type
-        ValueError: on an unknown operator or an empty clause
+        ValueError: on an unknown operator, an empty clause, or a filter too large or too deep
     """
     if where is None:
         return
-    if not isinstance(where, dict):
-        raise TypeError(f'a filter must be a dict, got {type(where).__name__}: {where!r:.80}')
-    if not where:
-        raise ValueError('a filter must not be empty (use None for no filter)')
-    for key, condition in where.items():
-        if key in FILTER_LOGICAL:
-            if not isinstance(condition, list) or not condition:
-                raise TypeError(f'{key} takes a non-empty list of filters, got {condition!r:.80}')
-            for clause in condition:
-                check_filter(clause)
-        elif key.startswith('$'):
-            raise ValueError(f'unsupported filter operator {key!r} (logical: {", ".join(sorted(FILTER_LOGICAL))})')
-        elif isinstance(condition, dict):
-            for op in condition:
-                if op not in FILTER_OPERATORS:
-                    raise ValueError(f'unsupported filter operator {op!r} on {key!r} '
-                                     f'(supported: {", ".join(sorted(FILTER_OPERATORS))})')
+    pending, clauses = [(where, 1)], 0
+    while pending:
+        clause, depth = pending.pop()
+        if not isinstance(clause, dict):
+            raise TypeError(f'a filter must be a dict, got {type(clause).__name__}: {clause!r:.80}')
+        if not clause:
+            raise ValueError('a filter must not be empty (use None for no filter)')
+        if depth > MAX_FILTER_DEPTH:
+            raise ValueError(f'filter too deep: $and/$or nested over {MAX_FILTER_DEPTH} levels')
+        clauses += len(clause)
+        if clauses > MAX_FILTER_CLAUSES:
+            raise ValueError(f'filter too large: over {MAX_FILTER_CLAUSES} clauses (conditions and $and/$or)')
+        for key, condition in clause.items():
+            if key in FILTER_LOGICAL:
+                if not isinstance(condition, list) or not condition:
+                    raise TypeError(f'{key} takes a non-empty list of filters, got {condition!r:.80}')
+                pending.extend((inner, depth + 1) for inner in condition)
+            elif key.startswith('$'):
+                raise ValueError(f'unsupported filter operator {key!r} (logical: {", ".join(sorted(FILTER_LOGICAL))})')
+            elif isinstance(condition, dict):
+                for op in condition:
+                    if op not in FILTER_OPERATORS:
+                        raise ValueError(f'unsupported filter operator {op!r} on {key!r} '
+                                         f'(supported: {", ".join(sorted(FILTER_OPERATORS))})')

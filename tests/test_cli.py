@@ -4,9 +4,11 @@ import os
 import re
 import subprocess
 import sys
+import time
 
+import httpx
 import pytest
-from conftest import PDFS, ROOT
+from conftest import PDFS, ROOT, free_port
 
 
 def cli(*args, timeout=300):
@@ -158,7 +160,8 @@ def test_ask_path_imports_neither_bbf_nor_torch(corpus_store_dir, embeddings, tm
                                   ['ask', 'q', '--threshold', 'nan'], ['ask', 'q', '--threshold', '7'],
                                   ['retrieve', 'q', '--k', '0'], ['answer', 'q', '--k', '-1'],
                                   ['ingest', 'docs', '--wait', '-5'], ['serve', '--port', '70000'],
-                                  ['serve', '--max-body-bytes', '0'], ['trace', '-n', '-2'],
+                                  ['serve', '--max-body-bytes', '0'], ['serve', '--rate-limit', '-1'],
+                                  ['trace', '-n', '-2'],
                                   ['eval', '--pdfs', 'p', '--qa', 'q', '--k', '1,x'],
                                   ['eval', '--pdfs', 'p', '--qa', 'q', '--k', '0'],
                                   ['eval', '--pdfs', 'p', '--qa', 'q', '--threshold', 'inf']])
@@ -219,3 +222,46 @@ def test_serve_help_lists_the_endpoints():
     help_text = ' '.join(cli('serve', '--help').stdout.split())
     for endpoint in ('POST /ask', 'POST /retrieve', 'POST /answer', 'GET /health'):
         assert endpoint in help_text
+
+
+@pytest.mark.parametrize('args, says', [
+    ([], 'no API key: pass --api-key KEY (or set RAG_PLUGIN_API_KEY), or --no-auth'),
+    (['--no-auth', '--host', '0.0.0.0'], '--no-auth serves this machine only'),
+    (['--no-auth', '--api-key', 'k'], 'an API key is set'),
+])
+def test_serve_refuses_to_start_open(corpus_store_dir, monkeypatch, args, says):
+    """An HTTP API without a key is a choice (--no-auth), and then only for this machine."""
+    monkeypatch.delenv('RAG_PLUGIN_API_KEY', raising=False)
+    result = cli('serve', '--store', str(corpus_store_dir), '--port', '1', *args, timeout=120)
+    assert result.returncode == 2 and result.stderr.startswith(f'error: {says}'), result.stderr
+    assert result.stderr.count('\n') == 1 and result.stdout == ''
+
+
+def test_serve_no_auth_answers_this_machine_only(corpus_store_dir, monkeypatch):
+    """`serve --no-auth` binds 127.0.0.1 and answers requests for localhost names and --allowed-host only."""
+    monkeypatch.delenv('RAG_PLUGIN_API_KEY', raising=False)
+    port = free_port()
+    env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'USE_TF': '0'}
+    server = subprocess.Popen([sys.executable, '-m', 'rag_plugin', 'serve', '--store', str(corpus_store_dir),
+                               '--port', str(port), '--no-auth', '--allowed-host', 'rag.internal'],
+                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f'http://127.0.0.1:{port}'
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert server.poll() is None, server.stderr.read()
+            try:
+                if httpx.get(f'{url}/health', timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, 'serve did not start'
+                time.sleep(0.3)
+        answer = httpx.post(f'{url}/ask', json={'question': 'What is the API rate limit?'}, timeout=120)
+        assert answer.status_code == 200 and '600 requests per minute' in answer.json()['answer']
+        for host, status in (('localhost', 200), (f'localhost:{port}', 200), ('rag.internal', 200),
+                             ('evil.example', 400), (f'evil.example:{port}', 400)):
+            assert httpx.get(f'{url}/health', headers={'Host': host}, timeout=30).status_code == status, host
+    finally:
+        server.terminate()
+        server.wait(30)
+        server.stderr.close()

@@ -13,6 +13,12 @@ from fastapi.testclient import TestClient
 QUESTION = 'What is the API rate limit?'
 
 
+def local_client(rag) -> TestClient:
+    """A client of the keyless HTTP API, as a program on the same machine reaches it."""
+    from rag_plugin.server import create_app
+    return TestClient(create_app(rag, allow_no_auth=True), base_url='http://localhost')
+
+
 # ---- bounded, valid input (F7, F1/F2) --------------------------------------------------------------------------------
 def test_long_and_invalid_questions_over_the_websocket_bot(corpus_store, tmp_path):
     """A 1 MB message is answered from its first 4,000 characters (noted in the trace); a lone surrogate is answered
@@ -69,8 +75,7 @@ def test_the_trace_survives_text_no_encoder_takes(tmp_path):
 
 
 def test_lone_surrogates_over_http(make_rag):
-    from rag_plugin.server import create_app
-    client = TestClient(create_app(make_rag()))
+    client = local_client(make_rag())
     body = ('{"question": "\\ud800 ' + QUESTION + '", "scope": {"tags": ["\\udfff"]}}').encode()
     for path in ('/retrieve', '/answer'):
         response = client.post(path, content=body, headers={'Content-Type': 'application/json'})
@@ -108,9 +113,28 @@ def test_caller_mistakes_raise_clear_errors_not_a_store_outage(make_rag):
     assert not ok.degraded and '600 requests per minute' in ok.answer
 
 
+def test_an_oversized_filter_is_a_caller_mistake(make_rag):
+    """RAG.run with 800 tag clauses answered "I can't search the documents right now" (the store refused the
+    query); the context methods raised the store's error. Both are a ValueError now, before the store is asked."""
+    rag = make_rag()
+    tags = [f't{n}' for n in range(800)]
+    with pytest.raises(ValueError, match='too large'):
+        rag.run(message=QUESTION, filter={'$and': [{f'tag:{t}': True} for t in tags]})
+    deep = {'source_id': 'integrations_and_api.pdf'}
+    for _ in range(40):
+        deep = {'$and': [deep, {'page': {'$gte': 1}}]}
+    with pytest.raises(ValueError, match='too deep'):
+        rag.run(message=QUESTION, filter=deep)
+    for method in (rag.retrieve_context, rag.answer_context):
+        with pytest.raises(ValueError, match='too large'):
+            method(QUESTION, scope={'tags': tags})
+    fine = rag.run(message=QUESTION,
+                   filter={'$and': [{'source_id': 'integrations_and_api.pdf'}] + [{'page': {'$gte': 1}}] * 50})
+    assert '600 requests per minute' in fine.answer
+
+
 def test_caller_mistakes_over_http_are_4xx(make_rag):
-    from rag_plugin.server import create_app
-    client = TestClient(create_app(make_rag()))
+    client = local_client(make_rag())
     for question in (123, {}, None, ['x']):
         response = client.post('/answer', json={'question': question})
         assert response.status_code == 422, (question, response.text)
@@ -121,16 +145,15 @@ def test_caller_mistakes_over_http_are_4xx(make_rag):
 
 
 def test_store_removed_under_the_http_api_is_503_naming_the_store(make_rag):
-    from rag_plugin.server import create_app
     rag = make_rag()
-    client = TestClient(create_app(rag))
+    client = local_client(rag)
     health = client.get('/health')
     assert health.status_code == 200 and health.json()['parts'] == {'store': 'ok', 'embeddings': 'ok', 'llm': 'ok'}
     shutil.rmtree(rag.vector_store._persist_directory)
-    for path in ('/retrieve', '/answer'):
+    for path in ('/ask', '/retrieve', '/answer'):
         response = client.post(path, json={'question': QUESTION})
-        assert response.status_code == 503, response.text
-        assert list(response.json()['detail']['down']) == ['store']
+        assert response.status_code == 503, (path, response.text)
+        assert list(response.json()['detail']['down']) == ['store'], path
     health = client.get('/health')
     assert health.status_code == 503 and health.json()['down'] == ['store']
     assert health.json()['parts']['store'].startswith('down: ') and health.json()['parts']['embeddings'] == 'ok'
@@ -143,9 +166,8 @@ def test_store_removed_under_the_http_api_is_503_naming_the_store(make_rag):
 
 
 def test_embeddings_down_is_503_naming_them(make_rag):
-    from rag_plugin.server import create_app
     rag = make_rag()
-    client = TestClient(create_app(rag))
+    client = local_client(rag)
 
     def broken(text):
         raise ConnectionError('embedding server unreachable')
@@ -170,7 +192,6 @@ def _openai_rag(store, server, bot=None, **kwargs):
 
 
 def test_black_hole_llm_degrades_within_the_deadline_then_the_breaker_skips_it(corpus_store, tmp_path):
-    from rag_plugin.server import create_app
     from rag_plugin.trace import read_trace
     trace = tmp_path / 'trace.jsonl'
     with FakeOpenAIServer() as server:
@@ -188,7 +209,7 @@ def test_black_hole_llm_degrades_within_the_deadline_then_the_breaker_skips_it(c
             assert breaker.state == ('open' if n == 3 else 'closed')
         generation = read_trace(str(trace))[-1]['generation']
         assert generation['attempts'] == 1 and 'LLMTimeout' in generation['error']
-        health = TestClient(create_app(rag)).get('/health').json()
+        health = local_client(rag).get('/health').json()
         assert health['status'] == 'degraded' and health['parts']['llm'].startswith('down: circuit breaker open')
 
         started = time.monotonic()

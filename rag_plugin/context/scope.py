@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Union
 
+from rag_plugin.inputs import check_filter
 from rag_plugin.store import scope_filter
 
 if TYPE_CHECKING:
@@ -121,6 +122,9 @@ def resolve_scope(scope: Scope, catalog: 'SourceCatalog') -> ResolvedScope:
 
     Returns:
         ResolvedScope: the filter and the allowed sources
+
+    Raises:
+        ValueError: when the filter would be too large for a store (see :func:`rag_plugin.inputs.check_filter`)
     """
     allowed: Optional[set[str]] = None
     if scope.source_id:
@@ -132,4 +136,6 @@ def resolve_scope(scope: Scope, catalog: 'SourceCatalog') -> ResolvedScope:
         return ResolvedScope(scope, None, [], nothing=True)
     ids = sorted(allowed) if allowed is not None else None
     source = ids[0] if ids is not None and len(ids) == 1 else ids
-    return ResolvedScope(scope, scope_filter(source_id=source, tags=scope.tags or None), ids)
+    where = scope_filter(source_id=source, tags=scope.tags or None)
+    check_filter(where)
+    return ResolvedScope(scope, where, ids)
