@@ -34,6 +34,7 @@ logging.getLogger('httpx').setLevel(logging.WARNING)
 PDFS = os.environ.get('RAG_BOT_PDFS', str(ROOT / 'data' / 'pdfs'))
 CLARIFY = ('Could you name the feature, setting or error code you mean? '
            'Type /overview to see what the guides cover.')
+TEXT_ONLY = 'Please send your question as text.'
 
 # Create the bot
 bot = Bot('rag_bot')
@@ -87,6 +88,10 @@ initial_state.when_file_received_go_to(upload_state)
 
 
 def rag_body(session: Session):
+    if not isinstance(session.message, str):  # a websocket payload's message may be any JSON value
+        session.set(LAST_RAG_MESSAGE_KEY, None)  # no RAG answer this turn: no outcome event fires
+        session.reply(TEXT_ONLY)
+        return
     if session.message.strip().lower() == '/overview':
         # the bootstrap map of the documents: summary, key points per document, critical points, follow-ups; its
         # [n] cite fragments shown as its sources, like any answer's

@@ -501,3 +501,17 @@ def test_demo_bot_overview_is_an_answer_with_its_sources(corpus_store_dir, tmp_p
         assert not repeated_sentences(message['answer']), message['answer']
         html = render.sources_html(message)
         assert html.count('rag-source rag-source-cited') == len(markers)
+
+
+def test_demo_bot_answers_a_message_that_is_not_text(corpus_store_dir, tmp_path, monkeypatch):
+    """Issue 25: the demo bot did not answer a websocket message whose ``message`` is a number, null or an object
+    (AttributeError in rag_body). It asks for text, and goes on answering."""
+    with demo_bot_client(corpus_store_dir, tmp_path, monkeypatch) as client:
+        for payload in (123, None, {'x': 1}, [], True, 4.5):
+            mark = len(client.received)
+            client.ws.send(json.dumps({'action': 'user_message', 'message': payload}))
+            reply = client.wait_for('bot_reply_str', timeout=30, after=mark)
+            assert reply['message'] == 'Please send your question as text.', payload
+            time.sleep(0.5)  # nothing more: no answer, no clarification
+            assert len(client.received) - mark == 1, client.received[mark:]
+        assert '30 days' in client.ask('How long do deleted notes stay in the trash?')['message']['answer']
