@@ -1,7 +1,8 @@
 """A complete BBF bot that answers from data/pdfs with sources, in the RAG web chat (websocket platform + Streamlit).
 
 Answers stream into the chat as they are written, then show their sources (file, page, score, snippet). Users can
-upload pdf / md / txt / docx files from the chat; the bot adds them to the documents and says what it added.
+upload pdf / md / txt / docx files from the chat; the bot answers from them in that conversation (rag.uploads =
+session) and says what it added.
 
 Run it with ``make demo`` (or ``python bots/rag_bot.py`` inside the virtualenv). It answers with OpenAI when
 ``OPENAI_API_KEY`` (or an OpenAI-compatible ``OPENAI_BASE_URL``) is set, else with the offline extractive answerer.
@@ -122,9 +123,14 @@ clarify_state.when_file_received_go_to(upload_state)
 
 
 def upload_body(session: Session):
-    # a file uploaded in the chat: add it to the documents (nothing is written to disk) and say what happened; a file
-    # over rag.max_upload_mb (the limit the web chat's uploader states) is refused, with the limit
-    report = rag.add_file(session.file)
+    # a file uploaded in the chat: add it (nothing is written to disk) and say what happened; a file over
+    # rag.max_upload_mb (the limit the web chat's uploader states) is refused, with the limit. By default
+    # (rag.uploads = session) only this conversation searches it, until it ends. This demo has no logins: with
+    # rag.uploads = shared it lets every user add to everyone's documents (benchmarks/load.py does, for its replicas),
+    # so set that only where every user is trusted.
+    if rag.uploads == 'shared':
+        rag.allow_shared_uploads(session)
+    report = rag.add_file(session.file, session=session)
     logging.info('[rag_bot] upload: %s', str(report).splitlines()[0])
     session.reply(describe_ingestion(report))
 

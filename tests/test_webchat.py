@@ -232,7 +232,7 @@ def webchat_states(bot, platform, rag):
             reply_rag_streaming(platform, session, rag)
 
     def upload_body(session: Session) -> None:
-        session.reply(describe_ingestion(rag.add_file(session.file)))
+        session.reply(describe_ingestion(rag.add_file(session.file, session=session)))
 
     for state, body in ((initial, initial_body), (answer, answer_body), (upload, upload_body)):
         state.set_body(body)
