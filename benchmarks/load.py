@@ -117,6 +117,8 @@ def serve(kind: str, port: int, workdir: str, pdfs: str, ingest_only: bool, max_
     # full answers: the demo's answer cache would answer the repeated questions from memory (benchmarks/cache.py
     # measures it); RAG_PLUGIN_ANSWER_CACHE=memory measures the bot with it
     os.environ.setdefault('RAG_PLUGIN_ANSWER_CACHE', 'off')
+    # the replicas scenario's chat upload goes into the shared store, asked about in the other replica
+    os.environ.setdefault('RAG_PLUGIN_UPLOADS', 'shared')
     bot = runpy.run_path(str(REPO_ROOT / 'bots' / 'rag_bot.py'), run_name='rag_bot')['bot'] if kind == 'rag' \
         else bare_bot()
     if ingest_only:

@@ -1,7 +1,8 @@
 """A complete BBF bot that answers from data/pdfs with sources, in the RAG web chat (websocket platform + Streamlit).
 
 Answers stream into the chat as they are written, then show their sources (file, page, score, snippet). Users can
-upload pdf / md / txt / docx files from the chat; the bot adds them to the documents and says what it added.
+upload pdf / md / txt / docx files from the chat; the bot answers from them in that conversation (rag.uploads =
+session) and says what it added.
 
 Run it with ``make demo`` (or ``python bots/rag_bot.py`` inside the virtualenv). It answers with OpenAI when
 ``OPENAI_API_KEY`` (or an OpenAI-compatible ``OPENAI_BASE_URL``) is set, else with the offline extractive answerer.
@@ -34,6 +35,7 @@ logging.getLogger('httpx').setLevel(logging.WARNING)
 PDFS = os.environ.get('RAG_BOT_PDFS', str(ROOT / 'data' / 'pdfs'))
 CLARIFY = ('Could you name the feature, setting or error code you mean? '
            'Type /overview to see what the guides cover.')
+TEXT_ONLY = 'Please send your question as text.'
 
 # Create the bot
 bot = Bot('rag_bot')
@@ -87,6 +89,10 @@ initial_state.when_file_received_go_to(upload_state)
 
 
 def rag_body(session: Session):
+    if not isinstance(session.message, str):  # a websocket payload's message may be any JSON value
+        session.set(LAST_RAG_MESSAGE_KEY, None)  # no RAG answer this turn: no outcome event fires
+        session.reply(TEXT_ONLY)
+        return
     if session.message.strip().lower() == '/overview':
         # the bootstrap map of the documents: summary, key points per document, critical points, follow-ups; its
         # [n] cite fragments shown as its sources, like any answer's
@@ -117,9 +123,14 @@ clarify_state.when_file_received_go_to(upload_state)
 
 
 def upload_body(session: Session):
-    # a file uploaded in the chat: add it to the documents (nothing is written to disk) and say what happened; a file
-    # over rag.max_upload_mb (the limit the web chat's uploader states) is refused, with the limit
-    report = rag.add_file(session.file)
+    # a file uploaded in the chat: add it (nothing is written to disk) and say what happened; a file over
+    # rag.max_upload_mb (the limit the web chat's uploader states) is refused, with the limit. By default
+    # (rag.uploads = session) only this conversation searches it, until it ends. This demo has no logins: with
+    # rag.uploads = shared it lets every user add to everyone's documents (benchmarks/load.py does, for its replicas),
+    # so set that only where every user is trusted.
+    if rag.uploads == 'shared':
+        rag.allow_shared_uploads(session)
+    report = rag.add_file(session.file, session=session)
     logging.info('[rag_bot] upload: %s', str(report).splitlines()[0])
     session.reply(describe_ingestion(report))
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
@@ -33,6 +33,7 @@ from rag_plugin.inputs import check_filter, check_question, cut_question
 from rag_plugin.message import RAGMessage
 from rag_plugin.query_memo import RecentQueries
 from rag_plugin.retrieve import default_retriever
+from rag_plugin.session_uploads import SHARED_UPLOADS_KEY, SessionUploads, merge, refused, upload_mode
 from rag_plugin.store import corpus_store, scope_filter
 from rag_plugin.store.budget import store_budget
 from rag_plugin.text.abbreviations import expand
@@ -130,6 +131,11 @@ class RAG:
         max_question_chars (int): longer questions are cut to this many characters
         max_upload_mb (float): files uploaded in the chat larger than this are refused (:meth:`add_file`); the web
             chat's uploader (:func:`rag_plugin.channels.webchat.use_rag_webchat`) states and applies it
+        uploads (str): what a file uploaded in the chat does (``rag.uploads``): ``session`` (searched only in the
+            uploader's session), ``shared`` (everyone's documents, for sessions :meth:`allow_shared_uploads` allowed)
+            or ``off`` (refused); see :mod:`rag_plugin.session_uploads`
+        session_uploads (SessionUploads): each session's own uploads (``rag.upload_ttl``, ``rag.max_session_uploads``,
+            ``rag.max_session_chunks``)
         tracer (TraceWriter | None): the per-call trace, when on
         cache (SemanticCache | None): the semantic answer cache, when on
     """
@@ -167,6 +173,7 @@ class RAG:
         if vector_store is None:
             raise ValueError("RAG needs a vector store, e.g. rag_plugin.default_vector_store('vector_store')")
         self._nlp_engine = bot.nlp_engine
+        self._bot = bot
         ensure_streamlit_on_path(bot)  # BBF's own UI is started as the command `streamlit`
         # each setting: the argument when given, else env RAG_PLUGIN_*, else the bot's [rag] properties, else default
         s = resolve_all(
@@ -176,7 +183,8 @@ class RAG:
             llm_max_attempts=llm_max_attempts, answer_deadline=answer_deadline, breaker_failures=breaker_failures,
             breaker_cool_down=breaker_cool_down, trace_file=trace_file, rewrite_queries=rewrite_queries,
             max_history_turns=max_history_turns, max_question_chars=max_question_chars, write_lock_timeout=UNSET,
-            answer_cache=cache if isinstance(cache, str) else UNSET)
+            answer_cache=cache if isinstance(cache, str) else UNSET, uploads=UNSET, upload_ttl=UNSET,
+            max_session_uploads=UNSET, max_session_chunks=UNSET)
         k, num_previous_messages = int(s['k']), int(s['num_previous_messages'])
         self.vector_store: VectorStore = vector_store
         self.splitter: TextSplitter = splitter
@@ -189,8 +197,11 @@ class RAG:
         self.not_found_answer: str = s['not_found_answer']
         self.max_question_chars: int = s['max_question_chars']
         self.max_upload_mb: float = MAX_UPLOAD_MB
+        self.uploads = s['uploads']
         embeddings = getattr(vector_store, 'embeddings', None)
         self.embeddings: Optional[Embeddings] = RecentQueries(embeddings) if embeddings is not None else None
+        self.session_uploads = SessionUploads(embeddings, splitter, s['upload_ttl'], s['max_session_uploads'],
+                                              s['max_session_chunks'], query_embeddings=self.embeddings)
         self._retriever = default_retriever(vector_store, embeddings=self.embeddings)
         languages = tuple(lang.strip() for lang in s['vocabulary_languages'].split(',') if lang.strip())
         self.guard = RelevanceGuard(s['relevance_threshold'], s['min_coverage'], max_unknown=s['max_unknown'],
@@ -240,6 +251,15 @@ class RAG:
         if hasattr(retriever, 'hidden'):
             retriever.hidden = self.ingestor.hidden_ids
 
+    @property
+    def uploads(self) -> str:
+        """What a file uploaded in the chat does: ``session``, ``shared`` or ``off`` (see :meth:`add_file`)."""
+        return self._uploads
+
+    @uploads.setter
+    def uploads(self, mode: str) -> None:
+        self._uploads = upload_mode(mode)
+
     def _invalidate_lexical(self) -> None:
         lexical = getattr(self._retriever, 'lexical', None)
         if lexical is not None:
@@ -262,6 +282,16 @@ class RAG:
         """What the guard knows about the corpus: the current retriever's statistics and word meaning."""
         signals = CorpusSignals.of(self.retriever)
         signals.words = self._word_similarity if signals.idf is not None else None
+        return signals
+
+    def _signals(self, own: Any = None) -> CorpusSignals:
+        """:attr:`signals` for a session's question: a word its own uploads use (``own``: their retriever) is a word
+        the documents know."""
+        signals = self.signals
+        lexical = getattr(own, 'lexical', None)
+        if signals.knows is not None and lexical is not None:
+            shared_knows = signals.knows
+            signals.knows = lambda term: shared_knows(term) or lexical.knows(term)
         return signals
 
     def is_generative(self, llm_name: Optional[str] = None) -> bool:
@@ -352,17 +382,53 @@ class RAG:
         tags = metadata.pop('tags', ())
         return self.ingestor.ingest_bytes('texts', source_id, data, tags=tags, extra=metadata)
 
-    def add_file(self, file: 'File', max_mb: Optional[float] = None) -> IngestReport:
+    def add_file(self, file: 'File', max_mb: Optional[float] = None, session: Optional['Session'] = None
+                 ) -> IngestReport:
         """Ingest a file a user uploaded in the chat (a BBF ``File``). Nothing is written to disk.
+
+        What it does depends on :attr:`uploads` (``rag.uploads``): ``session`` (the default) keeps the file to the
+        uploader's session, searched in its questions only and dropped when it ends (see
+        :mod:`rag_plugin.session_uploads`); ``shared`` adds it to the documents everyone is answered from, if the bot
+        allowed the session (:meth:`allow_shared_uploads`); ``off`` refuses it.
 
         Args:
             file (File): the uploaded file
             max_mb (float): larger files are refused (default: :attr:`max_upload_mb`)
+            session (Session): the uploader's session; default: the bot's one session whose last upload is ``file``
+                (``rag.add_file(session.file)`` in a state body finds it). A file of no session is refused.
 
         Returns:
             IngestReport: the outcome (a refused file is reported as skipped, with the reason)
         """
-        return decode_upload(self.ingestor, file, self.max_upload_mb if max_mb is None else max_mb)
+        limit = self.max_upload_mb if max_mb is None else max_mb
+        if self.uploads == 'off':
+            return refused(file, 'uploads are turned off in this chat')
+        session = session if session is not None else self._session_of(file)
+        if self.uploads == 'shared':
+            if session is None or not session.get(SHARED_UPLOADS_KEY):
+                return refused(file, 'adding documents for everyone is not allowed in this conversation')
+            return decode_upload(self.ingestor, file, limit)
+        if session is None:
+            return refused(file, 'it belongs to no session (pass it: rag.add_file(file, session=session))')
+        return self.session_uploads.add(session, file, limit)
+
+    def allow_shared_uploads(self, session: 'Session', allowed: bool = True) -> None:
+        """Let a session's uploads join the documents every user is answered from (with ``rag.uploads = shared``).
+
+        Allow only users you trust: what they upload is quoted to everyone, instructions to "email your card number"
+        included.
+
+        Args:
+            session (Session): the user's session
+            allowed (bool): False takes the permission back
+        """
+        session.set(SHARED_UPLOADS_KEY, bool(allowed))
+
+    def _session_of(self, file: 'File') -> Optional['Session']:
+        """The one session of the bot whose last upload is this very ``file`` object (BBF's ``session.file``)."""
+        sessions = list((getattr(self._bot, '_sessions', None) or {}).values())
+        owners = [session for session in sessions if getattr(session, 'file', None) is file]
+        return owners[0] if len(owners) == 1 else None
 
     def set_scope(self, session: 'Session', filter: Optional[dict] = None, **scope) -> None:
         """Restrict this session's retrieval (also through ``session.run_rag()``) to sources, documents or tags.
@@ -473,15 +539,19 @@ class RAG:
         with timer.stage('rewrite'):
             deadline = self.generator.start()  # the rewrite and the generation share it
             query = self.rewriter.rewrite(llm, question, history, deadline, self.generator.breaker(llm_name))
+        own = self.session_uploads.retriever(session)  # the session's own uploads, if any
+        signals = self._signals(own)
         turn = None
         if self._cache_stage is not None:
             follow_up = any(getattr(m, 'is_user', False) for m in history)
             with timer.stage('cache'):
                 turn, cached = self._cache_stage.lookup(
                     vector_store=self.vector_store, embeddings=self.embeddings, writes=self._writes,
-                    question=question, query=query, search_text=self._search_text(query), follow_up=follow_up,
+                    question=question, query=query, search_text=self._search_text(query, signals),
+                    follow_up=follow_up,
                     needs_history=follow_up and is_extractive(llm) and self.rewriter.heuristic.is_elliptic(question),
-                    scope=filter, llm_name=llm_name, prompt=llm_prompt or self.llm_prompt, k=k)
+                    scope=filter, llm_name=llm_name, prompt=llm_prompt or self.llm_prompt, k=k,
+                    private=own is not None)
             if cached is not None:  # answered from the cache: still the session's history, events and trace
                 cached.note = note
                 timings = timer.total()
@@ -492,7 +562,7 @@ class RAG:
                 return cached
         try:
             with timer.stage('retrieve'):
-                retrieved = self.retriever.retrieve(self._search_text(query), k, filter)
+                retrieved = self._retrieve(self._search_text(query, signals), k, filter, own)
         except Exception as e:  # noqa: BLE001 - a broken store must not crash the state body
             logger.error('[RAG] Retrieval failed: %s: %s', type(e).__name__, e)
             result = RAGMessage(llm_name, question, STORE_UNAVAILABLE_ANSWER, [], abstained=True, degraded=True,
@@ -501,11 +571,11 @@ class RAG:
             self._remember(session, result)
             return result
         # Coverage is judged on what the user asked, not on words a rewrite carried over from earlier turns.
-        decision = self.guard.check(retrieved, question, self.signals, not is_extractive(llm))
+        decision = self.guard.check(retrieved, question, signals, not is_extractive(llm))
         if decision.abstain:
             with timer.stage('completion'):
                 query, retrieved, decision = self._search_completed(llm, question, history, k, filter,
-                                                                    (query, retrieved, decision))
+                                                                    (query, retrieved, decision), own, signals)
         generation = None
         refused_by = 'guard' if decision.abstain else None
         if not decision.abstain:
@@ -540,10 +610,11 @@ class RAG:
         return result
 
     def _search_completed(self, llm: 'LLM', question: str, history: list, k: int, filter: Optional[dict],
-                          searched: tuple[str, list[Document], GuardDecision]
+                          searched: tuple[str, list[Document], GuardDecision], own: Any, signals: CorpusSignals
                           ) -> tuple[str, list[Document], GuardDecision]:
         """Search a follow-up that found nothing as asked again, completed with the previous question
-        (:meth:`QueryRewriter.completion`): it may depend on the conversation after all.
+        (:meth:`QueryRewriter.completion`): it may depend on the conversation after all. ``own`` and ``signals``: the
+        session's uploads and the guard's statistics, as in :meth:`run`.
 
         Returns:
             tuple[str, list[Document], GuardDecision]: the completion's query, fragments and guard decision when the
@@ -553,11 +624,11 @@ class RAG:
         if completion is None:
             return searched
         try:
-            retrieved = self.retriever.retrieve(self._search_text(completion), k, filter)
+            retrieved = self._retrieve(self._search_text(completion, signals), k, filter, own)
         except Exception as e:  # noqa: BLE001 - the question as asked was searched; its result stands
             logger.error('[RAG] Retrieval failed: %s: %s', type(e).__name__, e)
             return searched
-        decision = self.guard.check(retrieved, question, self.signals, not is_extractive(llm))
+        decision = self.guard.check(retrieved, question, signals, not is_extractive(llm))
         return searched if decision.abstain else (completion, retrieved, decision)
 
     def corpus_version(self) -> str:
@@ -565,9 +636,16 @@ class RAG:
         process's write count (see :func:`rag_plugin.cache.stage.corpus_version`)."""
         return corpus_version(self.vector_store, self._writes)
 
-    def _search_text(self, query: str) -> str:
-        """The query as searched: abbreviations the documents do not use are spelt out ("pwd" -> "password")."""
-        knows = self.signals.knows
+    def _retrieve(self, query: str, k: int, filter: Optional[dict], own: Any) -> list[Document]:
+        """The ``k`` best chunks of the shared documents and, for a session with uploads, of its own (``own``: their
+        retriever; see :func:`rag_plugin.session_uploads.merge`)."""
+        docs = self.retriever.retrieve(query, k, filter)
+        return merge(docs, own.retrieve(query, k, filter), k) if own is not None else docs
+
+    def _search_text(self, query: str, signals: CorpusSignals) -> str:
+        """The query as searched: abbreviations the documents do not use (``signals.knows``) are spelt out ("pwd" ->
+        "password")."""
+        knows = signals.knows
         return expand(query, knows) if knows is not None else query
 
     def _overview(self, session: Optional['Session'], question: str, llm_name: str, filter: Optional[dict],

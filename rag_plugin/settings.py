@@ -165,6 +165,15 @@ RAG_DATABASE_URL = Setting('database_url', str, None, 'PostgreSQL + pgvector con
                            'bot and the command line (none: the Chroma folder rag.store)', env='RAG_PLUGIN_DATABASE_URL')
 RAG_ANSWER_CACHE = Setting('answer_cache', str, 'off', 'the semantic answer cache: off, memory (this process) or a '
                            'redis:// URL shared by bot processes', env='RAG_PLUGIN_ANSWER_CACHE')
+RAG_UPLOADS = Setting('uploads', str, 'session', 'files users upload in the chat: session (searched only in the '
+                      "conversation that uploaded them), shared (everyone's documents, for the sessions the bot "
+                      'allows) or off', env='RAG_PLUGIN_UPLOADS')
+RAG_UPLOAD_TTL = Setting('upload_ttl', float, 3600.0, "seconds a conversation's uploads are kept after its last "
+                         'question or upload (they also go when the session ends)')
+RAG_MAX_SESSION_UPLOADS = Setting('max_session_uploads', int, 5, 'files one conversation may upload (uploads = '
+                                  'session)')
+RAG_MAX_SESSION_CHUNKS = Setting('max_session_chunks', int, 2000, "chunks one conversation's uploads may hold in "
+                                 'all (uploads = session)')
 RAG_WRITE_LOCK_TIMEOUT = Setting('write_lock_timeout', float, 300.0, 'seconds a writer waits for another one to '
                                  'finish', env='RAG_PLUGIN_WRITE_LOCK_TIMEOUT')
 

@@ -10,6 +10,8 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
+from rag_plugin.text import printable
+
 if TYPE_CHECKING:
     from langchain_core.documents import Document
 
@@ -127,7 +129,8 @@ def read_trace(path: str, last: int = 10) -> list[dict]:
 
 
 def format_record(record: dict) -> str:
-    """Render one trace record for a person: what was searched, what was found, what answered, how long."""
+    """Render one trace record for a person: what was searched, what was found, what answered, how long. Control
+    characters from users' questions and the documents are shown as escapes (:func:`rag_plugin.text.printable`)."""
     stages = record.get('latency_ms', {})
     lines = [f"{record.get('time', '?')}  session={record.get('session_id') or '-'}  llm={record.get('llm_name')}"
              f"  outcome={record.get('outcome')}",
@@ -165,7 +168,7 @@ def format_record(record: dict) -> str:
     lines.append(f"  answer: {answer[:300]}{'...' if len(answer) > 300 else ''}")
     sources = ', '.join(f"{s.get('source')} p.{s.get('page')}" for s in record.get('sources', []))
     lines.append(f"  sources: {sources or '-'}")
-    return '\n'.join(lines)
+    return '\n'.join(printable(line) for line in lines)
 
 
 def _cache_line(cache: dict) -> str:

@@ -37,6 +37,20 @@ class RecordingChatModel(FakeListChatModel):
         return super()._call(messages, stop, run_manager, **kwargs)
 
 
+class ChatSession:
+    """What the RAG uses of a BBF session, without a bot: its id and its private dictionary (``get`` / ``set``)."""
+
+    def __init__(self, session_id: str = 'chat'):
+        self.id = session_id
+        self._dictionary = {}
+
+    def get(self, key, default=None):
+        return self._dictionary.get(key, default)
+
+    def set(self, key, value):
+        self._dictionary[key] = value
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))

@@ -3,8 +3,9 @@
 Standard library only: an ``http.server`` in a daemon thread on 127.0.0.1 that answers like
 ``https://api.telegram.org/bot<token>/<method>`` with ``{"ok": true, "result": ...}``. It implements what a polling
 bot uses: ``getMe``, ``deleteWebhook``, ``getUpdates`` (long polling on a queue of updates the test pushes),
-``sendMessage`` and the other ``send*`` methods (recorded, answered with a valid Message), ``sendChatAction``, and
-answers ``true`` to any other method. Point PTB at it with
+``sendMessage`` and the other ``send*`` methods (recorded, answered with a valid Message), ``sendChatAction``,
+``getFile`` and the download of the files users sent (:meth:`FakeTelegramServer.push_document`), and answers ``true``
+to any other method. Point PTB at it with
 ``ApplicationBuilder().base_url(server.base_url).base_file_url(server.base_file_url)``.
 
 Example::
@@ -30,6 +31,7 @@ from typing import Any, Callable, Optional
 from urllib.parse import parse_qsl, urlsplit
 
 _API_PATH = re.compile(r'^/bot(?P<token>[^/]+)/(?P<method>[A-Za-z]+)/?$')
+_FILE_PATH = re.compile(r'^/file/bot(?P<token>[^/]+)/documents/(?P<file_id>[\w-]+)$')
 
 
 @dataclass
@@ -85,6 +87,7 @@ class FakeTelegramServer:
         self.calls: list[ApiCall] = []
         self.errors: dict[str, list[tuple[int, str]]] = {}
         self._updates: list[dict] = []
+        self._files: dict[str, bytes] = {}
         self._next_update_id: int = 1
         self._next_message_id: int = 1
         self._condition = threading.Condition()
@@ -104,7 +107,7 @@ class FakeTelegramServer:
 
     @property
     def base_file_url(self) -> str:
-        """str: the file base URL for PTB's ``ApplicationBuilder.base_file_url`` (file downloads are not served)."""
+        """str: the file base URL for PTB's ``ApplicationBuilder.base_file_url`` (the token and file path follow)."""
         return f'http://{self.host}:{self.port}/file/bot'
 
     def start(self) -> 'FakeTelegramServer':
@@ -149,6 +152,19 @@ class FakeTelegramServer:
         command = re.match(r'/\w+(@\w+)?', text)
         if command:
             message['entities'] = [{'type': 'bot_command', 'offset': 0, 'length': command.end()}]
+        return self.push_update({'message': message})
+
+    def push_document(self, chat_id: int, file_name: str, data: bytes, mime_type: str = 'text/markdown',
+                      first_name: str = 'Tester') -> int:
+        """Queue a private message with a file (a Telegram ``document``), downloadable through ``getFile``; return the
+        update id."""
+        file_id = f'document-{len(self._files) + 1}'
+        self._files[file_id] = data
+        user = {'id': chat_id, 'is_bot': False, 'first_name': first_name, 'language_code': 'en'}
+        message = {'message_id': self._new_message_id(), 'date': int(time.time()),
+                   'chat': {'id': chat_id, 'type': 'private', 'first_name': first_name}, 'from': user,
+                   'document': {'file_id': file_id, 'file_unique_id': file_id, 'file_name': file_name,
+                                'mime_type': mime_type, 'file_size': len(data)}}
         return self.push_update({'message': message})
 
     def fail_next(self, method: str, description: str, error_code: int = 400) -> None:
@@ -209,6 +225,12 @@ class FakeTelegramServer:
             return {'ok': True, 'result': self._get_updates(call)}
         if name == 'getme':
             return {'ok': True, 'result': self.bot_user}
+        if name == 'getfile':
+            file_id = call.params.get('file_id')
+            if file_id not in self._files:
+                return {'ok': False, 'error_code': 400, 'description': 'Bad Request: invalid file_id'}
+            return {'ok': True, 'result': {'file_id': file_id, 'file_unique_id': file_id,
+                                           'file_size': len(self._files[file_id]), 'file_path': f'documents/{file_id}'}}
         if name == 'getwebhookinfo':
             return {'ok': True, 'result': {'url': '', 'has_custom_certificate': False, 'pending_update_count': 0}}
         if name == 'sendchataction' or not name.startswith('send'):
@@ -248,6 +270,10 @@ class FakeTelegramServer:
                 pass
 
             def do_GET(self) -> None:  # noqa: N802
+                download = _FILE_PATH.match(urlsplit(self.path).path)
+                if download is not None:
+                    self._send(200, server._files.get(download['file_id'], b''), 'application/octet-stream')
+                    return
                 self._answer(dict(parse_qsl(urlsplit(self.path).query, keep_blank_values=True)))
 
             def do_POST(self) -> None:  # noqa: N802
@@ -264,9 +290,11 @@ class FakeTelegramServer:
                 else:
                     response = server.handle(ApiCall(match['method'], params, match['token']))
                     status = 200 if response['ok'] else response['error_code']
-                data = json.dumps(response).encode()
+                self._send(status, json.dumps(response).encode(), 'application/json')
+
+            def _send(self, status: int, data: bytes, content_type: str) -> None:
                 self.send_response(status)
-                self.send_header('Content-Type', 'application/json')
+                self.send_header('Content-Type', content_type)
                 self.send_header('Content-Length', str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)

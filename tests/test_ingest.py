@@ -22,6 +22,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import ingest_fixtures as fx  # noqa: E402
+from conftest import ChatSession  # noqa: E402
 
 ROOT = fx.ROOT
 PDFS = fx.PDFS
@@ -679,24 +680,27 @@ def test_uploaded_files_are_ingested_from_memory_with_safe_names_and_a_size_limi
     cwd.mkdir(parents=True)
     monkeypatch.chdir(cwd)
     rag = new_rag()
+    rag.uploads = 'shared'  # into the store itself (a session's own uploads: tests/test_upload_scopes.py)
+    session = ChatSession()
+    rag.allow_shared_uploads(session)
     before = _tree(tmp_path.parent, tmp_path / 'store')
 
     upload = File(file_name='handbook.md', file_type='text/markdown',
                   file_data=b'# Handbook\n\nThe parking garage opens at 6 am and closes at midnight.\n')
-    report = rag.add_file(upload)
+    report = rag.add_file(upload, session=session)
     assert [(f.source_id, f.status) for f in report.files] == [('handbook.md', 'added')]
     hit = rag.run_retrieval('When does the parking garage open?', k=1)[0]
     assert hit.metadata['source_id'] == 'handbook.md' and 'parking garage' in hit.page_content
 
     too_big = File(file_name='big.txt', file_type='text/plain', file_data=b'x' * 500)
-    refused = rag.add_file(too_big, max_mb=0.0001)
+    refused = rag.add_file(too_big, max_mb=0.0001, session=session)
     assert [(f.source_id, f.status) for f in refused.files] == [('big.txt', 'skipped')]
     assert 'too large' in refused.files[0].reason
     assert not ids_of(rag, 'big.txt')
 
     for name, text in (('../../etc/passwd.txt', 'The secret handshake is two claps and a wink.'),
                        ('..\\..\\evil.md', '# Evil\n\nThe evil plan involves replacing all the coffee with decaf.')):
-        result = rag.add_file(File(file_name=name, file_type='text/plain', file_data=text.encode()))
+        result = rag.add_file(File(file_name=name, file_type='text/plain', file_data=text.encode()), session=session)
         (item,) = result.files
         assert item.status == 'added', item
         assert '/' not in item.source_id and '\\' not in item.source_id and '..' not in item.source_id
@@ -716,11 +720,12 @@ def test_uploaded_files_are_ingested_from_memory_with_safe_names_and_a_size_limi
 def test_upload_that_is_not_valid_base64_or_not_a_supported_format_is_refused(tmp_path, new_rag):
     from besser.bot.core.file import File
     rag = new_rag()
+    session = ChatSession()
     bad = File(file_name='notes.txt', file_type='text/plain', file_data=b'hello')
     bad.base64 = '***not base64***'
-    assert 'base64' in rag.add_file(bad).files[0].reason
+    assert 'base64' in rag.add_file(bad, session=session).files[0].reason
     image = File(file_name='photo.png', file_type='image/png', file_data=b'\x89PNG\r\n\x1a\n' + b'\x00' * 40)
-    (item,) = rag.add_file(image).files
+    (item,) = rag.add_file(image, session=session).files
     assert item.status == 'skipped' and 'unsupported format' in item.reason
     assert store_ids(rag) == []
 

@@ -18,6 +18,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import ingest_fixtures as fx  # noqa: E402
+from conftest import ChatSession  # noqa: E402
 
 ROOT = fx.ROOT
 ENV = {**os.environ, 'HF_HUB_OFFLINE': '1', 'USE_TF': '0', 'ANONYMIZED_TELEMETRY': 'False', 'PYTHONPATH': str(ROOT)}
@@ -231,6 +232,9 @@ def test_a_second_writer_waits_a_bounded_time_then_fails_with_a_clear_message(tm
 def test_many_threads_writing_the_same_source_id_leave_exactly_one_version(tmp_path, shared_embeddings):
     from besser.bot.core.file import File
     rag = make_rag(tmp_path / 'store', shared_embeddings)
+    rag.uploads = 'shared'  # uploads into the store itself, as add_text
+    session = ChatSession()
+    rag.allow_shared_uploads(session)
     texts = [f'Version {n} of the holiday policy: ' + fx.long_text(f'holiday {n}', 3, seed=n) for n in range(8)]
     start = threading.Barrier(16)
     errors = []
@@ -242,7 +246,7 @@ def test_many_threads_writing_the_same_source_id_leave_exactly_one_version(tmp_p
                 rag.add_text(texts[n], {'source_id': 'policy.txt'})
             else:
                 rag.add_file(File(file_name='upload.txt', file_type='text/plain',
-                                  file_data=texts[n - 8].encode('utf-8')))
+                                  file_data=texts[n - 8].encode('utf-8')), session=session)
         except Exception as e:  # noqa: BLE001 - what the test looks for
             errors.append(e)
 

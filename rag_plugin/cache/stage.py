@@ -90,8 +90,8 @@ class CacheStage:
         return self._names[1]
 
     def lookup(self, *, vector_store: Any, embeddings: Any, writes: int, question: str, query: str, search_text: str,
-               follow_up: bool, needs_history: bool, scope: Optional[dict], llm_name: str, prompt: str, k: int
-               ) -> tuple[CacheTurn, Optional[RAGMessage]]:
+               follow_up: bool, needs_history: bool, scope: Optional[dict], llm_name: str, prompt: str, k: int,
+               private: bool = False) -> tuple[CacheTurn, Optional[RAGMessage]]:
         """Look a question up.
 
         Args:
@@ -104,12 +104,17 @@ class CacheStage:
             follow_up (bool): the question came after earlier turns
             needs_history (bool): the question cannot be understood without them (it is not looked up)
             scope (dict): the filter; llm_name (str), prompt (str), k (int): the run's conditions
+            private (bool): the session also searches documents of its own (its uploads): nothing is looked up, and
+                its answer is not stored (another session must never get it)
 
         Returns:
             tuple[CacheTurn, RAGMessage | None]: the turn (for :meth:`store` and the trace) and the cached answer
             (``cached=True``, this turn's question and query) on a hit
         """
         turn = CacheTurn(follow_up=follow_up, embeddings=embeddings, text=search_text)
+        if private:
+            turn.report = {'status': 'skipped', 'reason': "the session's own uploads"}
+            return turn, None
         if needs_history:  # e.g. "and on mobile?": the offline rewrite only guesses what it refers to
             turn.report = {'status': 'skipped', 'reason': 'follow-up that needs the conversation'}
             return turn, None

@@ -450,6 +450,21 @@ class Ingestor:
         at each search (one small query): another process's commit shows its file at once."""
         return frozenset(i for record in self.ledger.pending() for i in record.partial_ids())
 
+    def remove(self, root: str, source_id: str) -> int:
+        """Delete one file's chunks and its ledger row (a file gone from its folder, an upload over a limit).
+
+        Returns:
+            int: chunks deleted (0 when the ledger does not know the file)
+        """
+        with self.writing():
+            record = self.ledger.get(root, source_id)
+            if record is None:
+                return 0
+            ids = record.ids() + record.prev_ids()
+            self._delete(ids)
+            self.ledger.remove(root, source_id)
+            return len(ids)
+
     # ---- ingestion --------------------------------------------------------------------------------------------------
     def _walk(self, path: Path) -> tuple[Path, list[Path]]:
         if path.is_file():
@@ -513,10 +528,7 @@ class Ingestor:
             # never removes its neighbours (they are not "gone" from the folder).
             for record in self.ledger.all(root):
                 if record.source_id not in seen:
-                    ids = record.ids() + record.prev_ids()
-                    self._delete(ids)
-                    self.ledger.remove(root, record.source_id)
-                    report.chunks_removed += len(ids)
+                    report.chunks_removed += self.remove(root, record.source_id)
                     report.files.append(FileResult(record.source_id, 'removed', chunks=record.n_chunks))
         self._ingest_sources(root, sources, report, tags, progress, chunking, adopt=True)
         report.seconds = time.perf_counter() - started

@@ -17,13 +17,15 @@ from typing import Callable, Iterable
 from rag_plugin.text.stopwords import CATALAN, ENGLISH, ENGLISH_INFORMAL, SPANISH, STOP_WORDS
 
 __all__ = ['WORD', 'STOP_WORDS', 'words', 'fold', 'normalise', 'tokens', 'split_sentences', 'idf', 'weight_share',
-           'found', 'is_common_english', 'cosine', 'language', 'split_parts', 'is_list_item']
+           'found', 'is_common_english', 'cosine', 'language', 'split_parts', 'is_list_item', 'printable']
 
 WORD = re.compile(r"[^\W_](?:[\w+#.\-/]*[^\W_]|[\w.\-/]*[+#]+)?")
 """Pattern: a word, in any script: letters and digits, with inner ``. - _ /`` ("prior-authorization", "v2.1",
 "Plan_Details.pdf") and a trailing ``+``/``#`` ("C++", "C#")."""
 
 _SPLIT = re.compile(r'[-_./]+')
+# C0 and C1 controls, DEL, and the bidirectional overrides and isolates that reorder what a terminal shows
+_UNPRINTABLE = re.compile('[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]')
 _LIST_ITEM = re.compile(r'^\s*(?:[-*\u2022]|\d+[.)])\s+')
 _HEADING = re.compile(r'^(?:\d+(?:\.\d+)*\.?\s+)?([^\W\d_])[^.!?;]{0,70}(?<![:,])$')
 _SENTENCE_END = re.compile(r'(?<=[.!?])\s+')
@@ -196,3 +198,10 @@ def language(text: str) -> str:
     counts = {lang: sum(w in {fold(m) for m in markers} for w in folded) for lang, markers in _LANGUAGE_MARKERS.items()}
     best = max(counts, key=lambda lang: (counts[lang], lang == 'en'))
     return best if counts[best] else 'en'
+
+
+def printable(text: str) -> str:
+    """Text safe to print to a terminal: control characters (ESC, ``\\r``, other C0 and C1, DEL) and bidirectional
+    overrides are written as escapes (``\\x1b``, ``\\r``, ``\\u202e``), so what a user typed cannot move the cursor,
+    recolour or rewrite the operator's screen."""
+    return _UNPRINTABLE.sub(lambda m: m.group().encode('unicode_escape').decode('ascii'), text)

@@ -83,8 +83,13 @@ def cite_markers(escaped: str) -> str:
 
 
 def answer_markdown(answer: Any) -> str:
-    """The answer as Markdown with HTML citation markers (for ``st.markdown(..., unsafe_allow_html=True)``)."""
-    return cite_markers(escape(answer))
+    """The answer as Markdown with HTML citation markers (for ``st.markdown(..., unsafe_allow_html=True)``).
+
+    Its other brackets are character references, so no text of the documents (an upload's, quoted by the answer)
+    becomes a link or an image: ``[click](javascript:...)`` and ``![](https://...)`` show as the text they are."""
+    pieces = _MARKER.split(escape(answer))  # text, a marker's numbers, text, ...
+    return ''.join(cite_markers(f'[{piece}]') if i % 2 else piece.replace('[', '&#91;').replace(']', '&#93;')
+                   for i, piece in enumerate(pieces))
 
 
 def partial_markdown(text: Any) -> str:
