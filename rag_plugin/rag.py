@@ -34,7 +34,7 @@ from rag_plugin.message import RAGMessage
 from rag_plugin.query_memo import RecentQueries
 from rag_plugin.retrieve import default_retriever
 from rag_plugin.session_uploads import SHARED_UPLOADS_KEY, SessionUploads, merge, refused, upload_mode
-from rag_plugin.store import corpus_store, scope_filter
+from rag_plugin.store import scope_filter
 from rag_plugin.store.budget import store_budget
 from rag_plugin.text.abbreviations import expand
 from rag_plugin.rewrite import QueryRewriter
@@ -518,7 +518,7 @@ class RAG:
         if filter is None and session is not None and hasattr(session, 'get'):
             filter = session.get(SCOPE_KEY)
         check_filter(filter)
-        with store_budget(getattr(corpus_store(self.vector_store), 'timeout', None)):
+        with store_budget(getattr(self.vector_store, 'timeout', None)):  # a database store's wait for a connection
             return self._answer(session, question, note, llm, llm_name, llm_prompt, k, filter, num_previous_messages,
                                 on_partial)
 

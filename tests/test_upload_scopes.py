@@ -61,7 +61,7 @@ def test_a_sessions_upload_is_searched_only_in_that_session(make_rag):
     for question in PHRASINGS:
         assert_never_sees_the_upload(rag.run(b, question))
         assert_never_sees_the_upload(rag.run(message=question))  # no session: the HTTP API's and the CLI's path
-    http = TestClient(create_app(rag))
+    http = TestClient(create_app(rag, api_key='secret'), headers={'X-API-Key': 'secret'})
     for question in PHRASINGS:
         response = http.post('/ask', json={'question': question})
         assert response.status_code == 200, response.text
@@ -93,7 +93,7 @@ def test_the_catalog_overview_suggestions_and_context_api_never_list_an_upload(m
     for package in (rag.retrieve_context(QUESTION), rag.answer_context(QUESTION),
                     rag.context_plus_summary(QUESTION)):
         assert 'qx-7731' not in json.dumps(package).lower() and 'refund_desk' not in json.dumps(package)
-    http = TestClient(create_app(rag))
+    http = TestClient(create_app(rag, api_key='secret'), headers={'X-API-Key': 'secret'})
     for path in ('/retrieve', '/answer'):
         response = http.post(path, json={'question': QUESTION})
         assert response.status_code == 200, response.text
