@@ -214,6 +214,11 @@ def _print_note(note: Optional[str]) -> None:
         print(f'note: {note}', file=sys.stderr)
 
 
+_OUTCOME_LABELS = {'closest': ', no direct answer: the closest passages', 'not_found': ', not found',
+                   'unavailable': ', the store is unavailable'}
+"""dict[str, str]: how ``ask`` names an outcome other than an answer in its last line."""
+
+
 def cmd_ask(args: argparse.Namespace) -> int:
     """Answer one question and print the answer with its sources, numbered like the answer's [n] markers."""
     _require_question(args.question)
@@ -229,7 +234,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(json.dumps({'answer': result.answer, 'cited': result.cited, 'sources': sources,
                           'llm_name': result.llm_name, 'confidence': result.confidence,
                           'abstained': result.abstained, 'degraded': result.degraded, 'cached': result.cached,
-                          'note': result.note},
+                          'note': result.note, 'outcome': result.outcome},
                          indent=2, ensure_ascii=False))
         return 0
     print(result.answer)
@@ -238,9 +243,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
         for s in sources:
             page = f', page {s["page"]}' if s['page'] is not None else ''
             print(f'  {"*" if s["cited"] else " "}[{s["n"]}] {s["source"]}{page} (score {s["score"]:.2f})')
-    print(f'\n({result.llm_name}, confidence: {result.confidence}'
-          + (', abstained' if result.abstained else '') + (', degraded' if result.degraded else '')
-          + (', from the answer cache' if result.cached else '') + ')')
+    print(f'\n({result.llm_name}, confidence: {result.confidence}{_OUTCOME_LABELS.get(result.outcome, "")}'
+          + (', degraded' if result.degraded else '') + (', from the answer cache' if result.cached else '') + ')')
     return 0
 
 
@@ -521,7 +525,7 @@ def build_parser() -> argparse.ArgumentParser:
                                         'rag_trace.jsonl in the store folder)')
     p.add_argument('--json', action='store_true',
                    help='print {"answer", "cited", "sources": [{"n", "source", "page", "score", "chunk_id", '
-                        '"cited"}], "llm_name", "confidence", "abstained", "degraded", "cached", "note"}; source n is '
+                        '"cited"}], "llm_name", "confidence", "abstained", "degraded", "cached", "note", "outcome"}; source n is '
                         'fragment [n]; note: says when the question was cut (over the length limit), else null')
     p.set_defaults(func=cmd_ask)
 

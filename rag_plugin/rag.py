@@ -30,7 +30,9 @@ from rag_plugin.ingest.fingerprint import SettingsChanged
 from rag_plugin.ingest.loaders import PDF_EXTENSIONS, file_digest
 from rag_plugin.ingest.uploads import decode_upload
 from rag_plugin.inputs import check_filter, check_question, cut_question
-from rag_plugin.message import RAGMessage
+from rag_plugin.generate.extractive import ExtractiveAnswerer
+from rag_plugin.message import ANSWER, NOT_FOUND, UNAVAILABLE, RAGMessage
+from rag_plugin.outcome import closest_reply
 from rag_plugin.query_memo import RecentQueries
 from rag_plugin.retrieve import default_retriever
 from rag_plugin.session_uploads import SHARED_UPLOADS_KEY, SessionUploads, merge, refused, upload_mode
@@ -184,7 +186,7 @@ class RAG:
             breaker_cool_down=breaker_cool_down, trace_file=trace_file, rewrite_queries=rewrite_queries,
             max_history_turns=max_history_turns, max_question_chars=max_question_chars, write_lock_timeout=UNSET,
             answer_cache=cache if isinstance(cache, str) else UNSET, uploads=UNSET, upload_ttl=UNSET,
-            max_session_uploads=UNSET, max_session_chunks=UNSET)
+            max_session_uploads=UNSET, max_session_chunks=UNSET, closest_on_llm_refusal=UNSET)
         k, num_previous_messages = int(s['k']), int(s['num_previous_messages'])
         self.vector_store: VectorStore = vector_store
         self.splitter: TextSplitter = splitter
@@ -196,6 +198,8 @@ class RAG:
         self.num_previous_messages: int = num_previous_messages
         self.not_found_answer: str = s['not_found_answer']
         self.max_question_chars: int = s['max_question_chars']
+        self.closest_on_llm_refusal: bool = s['closest_on_llm_refusal']
+        self.closest_answerer = ExtractiveAnswerer(min_support=0.0)  # picks the closest passages
         self.max_upload_mb: float = MAX_UPLOAD_MB
         self.uploads = s['uploads']
         embeddings = getattr(vector_store, 'embeddings', None)
@@ -566,13 +570,13 @@ class RAG:
         except Exception as e:  # noqa: BLE001 - a broken store must not crash the state body
             logger.error('[RAG] Retrieval failed: %s: %s', type(e).__name__, e)
             result = RAGMessage(llm_name, question, STORE_UNAVAILABLE_ANSWER, [], abstained=True, degraded=True,
-                                query=query, note=note)
+                                query=query, note=note, outcome=UNAVAILABLE)
             self._trace(session, result, [], None, None, timings, f'retrieval failed: {type(e).__name__}: {e}', note)
             self._remember(session, result)
             return result
         # Coverage is judged on what the user asked, not on words a rewrite carried over from earlier turns.
         decision = self.guard.check(retrieved, question, signals, not is_extractive(llm))
-        if decision.abstain:
+        if decision.abstain or decision.unsure:
             with timer.stage('completion'):
                 query, retrieved, decision = self._search_completed(llm, question, history, k, filter,
                                                                     (query, retrieved, decision), own, signals)
@@ -585,20 +589,28 @@ class RAG:
                                                      query, decision.by_meaning, deadline)
             if not generation.answer.strip():  # the extractive answerer found no sentence that answers
                 refused_by = 'answerer'
-        if refused_by:
-            result = RAGMessage(llm_name, question, self.not_found_answer, [], confidence='low', abstained=True,
-                                query=query, degraded=bool(generation and generation.degraded))
-        else:
-            answer, cited = resolve_citations(generation.answer, retrieved)
-            if self._llm_refused(llm, generation):  # near-domain answerability is a generative LLM's call
+            elif self._llm_refused(llm, generation):  # near-domain answerability is a generative LLM's call
                 refused_by = 'llm'
-                result = RAGMessage(generation.llm_name, question, self.not_found_answer, [], confidence='low',
-                                    abstained=True, query=query)
-            else:
-                result = RAGMessage(generation.llm_name, question, answer, retrieved,
-                                    sources=list_sources(retrieved, cited), confidence=decision.confidence,
-                                    degraded=generation.degraded, query=query, cited=cited,
-                                    category=answer_category(retrieved, cited))
+            elif decision.unsure and not generation.degraded and is_extractive(llm):
+                refused_by = 'guard'
+        result = None
+        # On the subject but not surely answered (the guard unsure, no sentence that answers, the LLM's refusal):
+        # the closest passages, said as such. Clearly off the subject: not found.
+        if (refused_by == 'answerer' or refused_by == 'guard' and not decision.abstain
+                or refused_by == 'llm' and self.closest_on_llm_refusal):
+            with timer.stage('closest'):
+                passages = self.closest_answerer.closest(question, retrieved, self.embeddings, query,
+                                                         decision.by_meaning)
+                result = closest_reply(llm_name, question, query, retrieved, passages)
+        if result is None and refused_by:
+            result = RAGMessage(llm_name, question, self.not_found_answer, [], confidence='low', abstained=True,
+                                query=query, outcome=NOT_FOUND)
+        elif result is None:
+            answer, cited = resolve_citations(generation.answer, retrieved)
+            result = RAGMessage(generation.llm_name, question, answer, retrieved,
+                                sources=list_sources(retrieved, cited), confidence=decision.confidence,
+                                degraded=generation.degraded, query=query, cited=cited,
+                                category=answer_category(retrieved, cited), outcome=ANSWER)
         result.note = note
         if turn is not None:
             self._cache_stage.store(turn, result, cut=bool(note))
@@ -629,7 +641,7 @@ class RAG:
             logger.error('[RAG] Retrieval failed: %s: %s', type(e).__name__, e)
             return searched
         decision = self.guard.check(retrieved, question, signals, not is_extractive(llm))
-        return searched if decision.abstain else (completion, retrieved, decision)
+        return searched if decision.abstain or decision.unsure else (completion, retrieved, decision)
 
     def corpus_version(self) -> str:
         """What the answer cache keys entries by: the store's ``version()`` (every process's writes), else this
