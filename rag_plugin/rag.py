@@ -33,6 +33,7 @@ from rag_plugin.inputs import check_filter, check_question, cut_question
 from rag_plugin.generate.extractive import ExtractiveAnswerer
 from rag_plugin.message import ANSWER, NOT_FOUND, UNAVAILABLE, RAGMessage
 from rag_plugin.outcome import closest_reply
+from rag_plugin.rerank import SentenceReranker
 from rag_plugin.query_memo import RecentQueries
 from rag_plugin.retrieve import default_retriever
 from rag_plugin.session_uploads import SHARED_UPLOADS_KEY, SessionUploads, merge, refused, upload_mode
@@ -186,7 +187,7 @@ class RAG:
             breaker_cool_down=breaker_cool_down, trace_file=trace_file, rewrite_queries=rewrite_queries,
             max_history_turns=max_history_turns, max_question_chars=max_question_chars, write_lock_timeout=UNSET,
             answer_cache=cache if isinstance(cache, str) else UNSET, uploads=UNSET, upload_ttl=UNSET,
-            max_session_uploads=UNSET, max_session_chunks=UNSET, closest_on_llm_refusal=UNSET)
+            max_session_uploads=UNSET, max_session_chunks=UNSET, closest_on_llm_refusal=UNSET, rerank_pool=UNSET)
         k, num_previous_messages = int(s['k']), int(s['num_previous_messages'])
         self.vector_store: VectorStore = vector_store
         self.splitter: TextSplitter = splitter
@@ -200,6 +201,7 @@ class RAG:
         self.max_question_chars: int = s['max_question_chars']
         self.closest_on_llm_refusal: bool = s['closest_on_llm_refusal']
         self.closest_answerer = ExtractiveAnswerer(min_support=0.0)  # picks the closest passages
+        self.reranker = SentenceReranker(s['rerank_pool'], answerer=self.closest_answerer)
         self.max_upload_mb: float = MAX_UPLOAD_MB
         self.uploads = s['uploads']
         embeddings = getattr(vector_store, 'embeddings', None)
@@ -566,7 +568,7 @@ class RAG:
                 return cached
         try:
             with timer.stage('retrieve'):
-                retrieved = self._retrieve(self._search_text(query, signals), k, filter, own)
+                retrieved = self._retrieve(self._search_text(query, signals), k, filter, own, question)
         except Exception as e:  # noqa: BLE001 - a broken store must not crash the state body
             logger.error('[RAG] Retrieval failed: %s: %s', type(e).__name__, e)
             result = RAGMessage(llm_name, question, STORE_UNAVAILABLE_ANSWER, [], abstained=True, degraded=True,
@@ -636,7 +638,7 @@ class RAG:
         if completion is None:
             return searched
         try:
-            retrieved = self._retrieve(self._search_text(completion, signals), k, filter, own)
+            retrieved = self._retrieve(self._search_text(completion, signals), k, filter, own, question)
         except Exception as e:  # noqa: BLE001 - the question as asked was searched; its result stands
             logger.error('[RAG] Retrieval failed: %s: %s', type(e).__name__, e)
             return searched
@@ -648,11 +650,15 @@ class RAG:
         process's write count (see :func:`rag_plugin.cache.stage.corpus_version`)."""
         return corpus_version(self.vector_store, self._writes)
 
-    def _retrieve(self, query: str, k: int, filter: Optional[dict], own: Any) -> list[Document]:
+    def _retrieve(self, query: str, k: int, filter: Optional[dict], own: Any, question: str) -> list[Document]:
         """The ``k`` best chunks of the shared documents and, for a session with uploads, of its own (``own``: their
-        retriever; see :func:`rag_plugin.session_uploads.merge`)."""
-        docs = self.retriever.retrieve(query, k, filter)
-        return merge(docs, own.retrieve(query, k, filter), k) if own is not None else docs
+        retriever; see :func:`rag_plugin.session_uploads.merge`), from a larger pool re-ranked by how well a sentence of
+        each answers the question (:class:`~rag_plugin.rerank.SentenceReranker`)."""
+        depth = self.reranker.depth(k)
+        docs = self.retriever.retrieve(query, depth, filter)
+        if own is not None:
+            docs = merge(docs, own.retrieve(query, depth, filter), depth)
+        return self.reranker.rerank(question, docs, k, self.embeddings, query)
 
     def _search_text(self, query: str, signals: CorpusSignals) -> str:
         """The query as searched: abbreviations the documents do not use (``signals.knows``) are spelt out ("pwd" ->

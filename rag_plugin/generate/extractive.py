@@ -319,6 +319,20 @@ class ExtractiveAnswerer:
             previous = sentence
         return Extraction(out, top.support, top.text)
 
+    def support_of(self, question: str, docs: list[Document], embeddings: Optional[Embeddings] = None,
+                   query: Optional[str] = None, synonyms: Optional[dict[str, str]] = None) -> list[float]:
+        """How well each fragment's best sentence supports the question (0.0 for a fragment without a sentence), in
+        the order of ``docs`` (arguments as :meth:`select`)."""
+        fragments, pieces, bags = self._read(docs)
+        if not any(not piece.is_heading for piece in pieces):
+            return [0.0] * len(docs)
+        self._score(question, query or question, fragments, pieces, bags, embeddings, synonyms)
+        best = [0.0] * len(docs)
+        for piece in pieces:
+            if not piece.is_heading:
+                best[piece.fragment - 1] = max(best[piece.fragment - 1], piece.support)
+        return best
+
     def closest(self, question: str, docs: list[Document], embeddings: Optional[Embeddings] = None,
                 query: Optional[str] = None, synonyms: Optional[dict[str, str]] = None, most: int = 3
                 ) -> list[Passage]:
