@@ -28,7 +28,7 @@ class SentenceReranker:
         weight (float): the share of the sentence support in the new score
     """
 
-    def __init__(self, pool: int = 20, weight: float = 0.5, answerer: Optional[ExtractiveAnswerer] = None):
+    def __init__(self, pool: int = 0, weight: float = 0.5, answerer: Optional[ExtractiveAnswerer] = None):
         self.pool: int = pool
         self.weight: float = weight
         self.answerer: ExtractiveAnswerer = answerer or ExtractiveAnswerer(min_support=0.0)
