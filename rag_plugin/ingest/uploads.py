@@ -1,4 +1,5 @@
-"""Files users upload in the chat: size limit, safe names, ingested from memory (never written to disk)."""
+"""Files users upload in the chat: size limit, safe names, parsed in a capped worker process (see
+:mod:`rag_plugin.ingest.isolated`), ingested from memory (never written to disk)."""
 from __future__ import annotations
 
 import base64
@@ -46,6 +47,6 @@ def decode_upload(ingestor: Ingestor, file: 'File', max_mb: float) -> IngestRepo
     except (binascii.Error, ValueError):
         return IngestReport(files=[FileResult(name, 'skipped', reason='the upload is not valid base64')])
     try:
-        return ingestor.ingest_bytes(UPLOAD_ROOT, name, data)
+        return ingestor.ingest_bytes(UPLOAD_ROOT, name, data, isolated=True)
     except StoreBusy as e:
         return IngestReport(files=[FileResult(name, 'skipped', reason=str(e))])
