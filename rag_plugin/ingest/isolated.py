@@ -3,10 +3,11 @@
 :func:`parse_isolated` starts a fresh interpreter that runs :func:`main` (never a fork of the bot, and never a re-run
 of the bot's own script as ``multiprocessing`` would do), hands it the file on its standard input and waits. The
 worker caps its own address space (``resource.RLIMIT_AS``: :attr:`ParseLimits.worker_memory_mb` beyond what it maps
-once started) and CPU time, parses the file within the limits (:func:`load_file`), counts the chunks the ingestor's
-splitter makes of it, and writes back only the loaded pages: at most ``max_chunks`` chunks of text. A worker that
-runs past :attr:`ParseLimits.worker_seconds` is killed. Whatever the file does, the calling process holds its bytes
-and that bounded text, nothing more, and gets a refusal with the reason.
+once started) and CPU time, runs at a lower priority than the bot, parses the file within the limits
+(:func:`load_file`), counts the chunks the ingestor's splitter makes of it, and writes back only the loaded pages: at
+most ``max_chunks`` chunks of text. A worker that runs past :attr:`ParseLimits.worker_seconds` is killed. Whatever
+the file does, the calling process holds its bytes and that bounded text, nothing more, and gets a refusal with the
+reason.
 """
 from __future__ import annotations
 
@@ -90,9 +91,15 @@ def _worker_env() -> dict[str, str]:
 
 
 # ---- the worker -----------------------------------------------------------------------------------------------------
+WORKER_NICENESS = 10
+"""int: how much lower the worker's CPU priority is than the bot's: the bot's replies to other sessions go first."""
+
+
 def _cap(limits: ParseLimits) -> None:
     """Cap this process: address space (what it maps now + ``worker_memory_mb``) and CPU time (a worker whose
-    parent died stops by itself)."""
+    parent died stops by itself); and lower its priority."""
+    if hasattr(os, 'nice'):
+        os.nice(WORKER_NICENESS)
     try:
         import resource
     except ImportError:  # not on this platform: the time limit still holds
