@@ -16,7 +16,8 @@ store of ``data/pdfs``, loopback websocket, BBF's web chat protocol). Phases:
    seconds (2) for ``--before-seconds``: reply latency without uploads.
 4. **uploads**: the same sessions go on asking while one more session uploads, one after the other (each after the
    bot's reply to the previous one), as BBF's ``user_file`` payload: a 1 MB PDF whose content stream inflates to
-   1 GB, 20 MB of repetitive text (the upload limit), a 14 KB PDF whose text makes thousands of chunks, and a small
+   1 GB, 20 MB of repetitive text (over the 5 MB upload limit: refused before BBF reads it), 5 MB of it (the
+   limit), a 14 KB PDF whose text makes thousands of chunks, and a small
    Markdown file that is ingested. Per upload: the bot's reply, its time, the bot's peak RSS (``VmHWM``, reset before
    each upload), the peak RSS of the worker process that parsed it (sampled) and the slowest reply to the other
    sessions meanwhile.
@@ -65,7 +66,8 @@ def uploads() -> list[tuple[str, str, bytes]]:
     """The uploads, in order: ``(file name, what it is, content)``."""
     return [
         ('quarterly_report.pdf', 'PDF, inflates to 1 GB', fx.pdf_bomb_bytes(1024 * MB)),
-        ('minutes.txt', 'repetitive text, 20 MB', fx.repetitive_text_bytes(20 * MB)),
+        ('minutes.txt', 'repetitive text, 20 MB (over the limit)', fx.repetitive_text_bytes(20 * MB)),
+        ('notes.txt', 'repetitive text, 5 MB (the limit)', fx.repetitive_text_bytes(5 * MB - 1024)),
         ('summary.pdf', 'PDF, thousands of chunks', fx.pdf_bomb_bytes(4400 * 1024, text=True)),
         ('parking.md', 'a real note', SMALL_UPLOAD),
     ]
@@ -185,14 +187,16 @@ async def asking(uri: str, questions: list[str], offset: int, interval: float, s
 
 async def uploading(uri: str, files: list[tuple[str, str, bytes]], bot_pid: int, sampler: PeakSampler,
                     reply_timeout: float) -> tuple[int, list[dict]]:
-    """The uploading user: each file as BBF's ``user_file`` payload, the next once the bot replied to the previous.
-    Returns the bot's RSS before the first upload (kB) and, per upload, its outcome and peaks."""
+    """The uploading user: each file as BBF's ``user_file`` payload, on a connection of its own (a file over the bot's
+    ``websocket.max_size`` closes its connection, code 1009), the next once the bot replied to the previous. Returns
+    the bot's RSS before the first upload (kB) and, per upload, its outcome and peaks."""
     from websockets.client import connect
+    from websockets.exceptions import ConnectionClosed
     results = []
-    async with connect(uri, open_timeout=reply_timeout, ping_interval=None, max_size=None) as ws:
-        await asyncio.wait_for(ws.recv(), reply_timeout)  # the greeting
-        reference = status_kb(bot_pid, 'VmRSS')
-        for name, what, data in files:
+    reference = status_kb(bot_pid, 'VmRSS')
+    for name, what, data in files:
+        async with connect(uri, open_timeout=reply_timeout, ping_interval=None, max_size=None) as ws:
+            await asyncio.wait_for(ws.recv(), reply_timeout)  # the greeting
             message = json.dumps({'name': name, 'type': 'application/octet-stream',
                                   'base64': base64.b64encode(data).decode()})
             payload = json.dumps({'action': 'user_file', 'message': message})
@@ -200,10 +204,10 @@ async def uploading(uri: str, files: list[tuple[str, str, bytes]], bot_pid: int,
             exact = reset_peak(bot_pid)
             sampler.take()
             started = time.monotonic()
-            await ws.send(payload)
-            del payload
             result = {'name': name, 'what': what, 'bytes': len(data)}
             try:
+                await ws.send(payload)
+                del payload
                 while True:
                     reply = json.loads(await asyncio.wait_for(ws.recv(), started + reply_timeout - time.monotonic()))
                     if reply.get('action') == 'bot_reply_str':
@@ -211,6 +215,9 @@ async def uploading(uri: str, files: list[tuple[str, str, bytes]], bot_pid: int,
                         break
             except asyncio.TimeoutError:
                 result['reply'] = f'(no reply within {reply_timeout:g} s)'
+            except ConnectionClosed as closed:
+                code = closed.rcvd.code if closed.rcvd is not None else None
+                result['reply'] = f'(refused at the door: connection closed, code {code})'
             result['window'] = (started, time.monotonic())
             result['seconds'] = result['window'][1] - started
             bot_peak, worker_peak = sampler.take()
@@ -218,7 +225,7 @@ async def uploading(uri: str, files: list[tuple[str, str, bytes]], bot_pid: int,
             result['worker_peak_kb'] = worker_peak
             result['growth_mb'] = (result['bot_peak_kb'] - reference) / 1024
             results.append(result)
-            await asyncio.sleep(0.5)
+        await asyncio.sleep(0.5)
     return reference, results
 
 

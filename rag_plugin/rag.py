@@ -59,8 +59,11 @@ LAST_RAG_MESSAGE_KEY = 'rag_plugin.last_message'
 SCOPE_KEY = 'rag_plugin.scope'
 """str: the session key of a session's retrieval scope (see :meth:`RAG.set_scope`)."""
 
-MAX_UPLOAD_MB = 20.0
-"""float: the default size limit of files uploaded in the chat (:attr:`RAG.max_upload_mb`)."""
+MAX_UPLOAD_MB = 5.0
+"""float: the default size limit of files uploaded in the chat (:attr:`RAG.max_upload_mb`). BBF holds an upload about
+twelve times over while it receives it (base64 in a JSON message, decoded, wrapped): a 10 MB upload cost the bot
+124 MB at its peak before the plugin saw it, 20 MB 190 MB (``benchmarks/uploads.py``); at 5 MB one upload stays
+within 100 MB. Raise it (with ``websocket.max_size``) where the bot has the memory."""
 
 
 class RAG:

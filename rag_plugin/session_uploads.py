@@ -159,6 +159,7 @@ class SessionUploads:
                 return refused(file, f'this conversation already has {self.max_files} files, the most it may upload')
             report = decode_upload(own.ingestor, file, max_mb)
             self._bound(own, report)
+            own.used = time.monotonic()  # the TTL counts from the end of the upload (parsing it may take seconds)
             return report
         finally:
             if not own.ingestor.ledger.all():  # nothing kept: no store left behind

@@ -69,6 +69,16 @@ def rss_growth() -> Iterator[dict]:
     measured['mb'] = (_status_kb('VmHWM') - start) / 1024
 
 
+def add_file(rag, file):
+    """Upload a file into the shared documents, as a session the bot allows (the limits are the same in a session's
+    own store, which would hide the upload from ``source_ids``)."""
+    from conftest import ChatSession
+    session = ChatSession('uploader')
+    rag.uploads = 'shared'
+    rag.allow_shared_uploads(session)
+    return rag.add_file(file, session=session)
+
+
 def upload(name: str, data: bytes):
     from besser.bot.core.file import File
     file = File(file_name=name, file_type='application/octet-stream', file_data=b'-')
@@ -148,7 +158,7 @@ def test_a_small_pdf_that_makes_too_many_chunks_is_skipped_before_anything_is_em
     assert made and int(made.group(1)) > 200, reason
     assert 'chunky.pdf' not in embedded and source_ids(rag) == {'guide.md', 'note.txt'}
     # uploaded: the worker counts the chunks with the RAG's splitter, the same count
-    (item,) = rag.add_file(upload('chunky.pdf', chunky)).files
+    (item,) = add_file(rag, upload('chunky.pdf', chunky)).files
     assert (item.status, item.reason) == ('skipped', reason)
     assert 'chunky.pdf' not in embedded and source_ids(rag) == {'guide.md', 'note.txt'}
 
@@ -156,11 +166,11 @@ def test_a_small_pdf_that_makes_too_many_chunks_is_skipped_before_anything_is_em
 # ---- uploads: parsed in a worker process with a memory cap and a time limit ------------------------------------------
 def test_an_uploaded_pdf_that_inflates_to_1_gb_is_refused_and_costs_the_bot_nothing(new_rag):
     rag = new_rag()
-    assert rag.add_file(upload('hello.md', b'# Hello\n\nThe lobby piano is tuned every March.\n')).ok  # warm
+    assert add_file(rag, upload('hello.md', b'# Hello\n\nThe lobby piano is tuned every March.\n')).ok  # warm
     bomb = upload('quarterly.pdf', fx.pdf_bomb_bytes(1024 * MB))  # about 1 MB
     started = time.monotonic()
     with rss_growth() as growth:
-        report = rag.add_file(bomb)
+        report = add_file(rag, bomb)
     seconds = time.monotonic() - started
     assert skipped_reason(report, 'quarterly.pdf') == 'more than 100 MB once decompressed (limit rag.max_inflated_mb)'
     assert source_ids(rag) == {'hello.md'}
@@ -168,16 +178,19 @@ def test_an_uploaded_pdf_that_inflates_to_1_gb_is_refused_and_costs_the_bot_noth
     assert seconds < 30, seconds
 
 
-def test_a_20_mb_upload_of_repetitive_text_is_refused_by_its_chunk_count(new_rag):
+def test_an_upload_of_repetitive_text_at_the_size_limit_is_refused_by_its_chunk_count(new_rag):
+    from rag_plugin.rag import MAX_UPLOAD_MB
     rag = new_rag()
-    assert rag.add_file(upload('hello.md', b'# Hello\n\nThe lobby piano is tuned every March.\n')).ok  # warm
-    text = upload('minutes.txt', fx.repetitive_text_bytes(20 * MB))
+    assert add_file(rag, upload('hello.md', b'# Hello\n\nThe lobby piano is tuned every March.\n')).ok  # warm
+    too_big = upload('minutes.txt', fx.repetitive_text_bytes(20 * MB))
+    assert skipped_reason(add_file(rag, too_big), 'minutes.txt') == f'file too large (limit {MAX_UPLOAD_MB:g} MB)'
+    text = upload('minutes.txt', fx.repetitive_text_bytes(int(MAX_UPLOAD_MB * MB) - 1024))
     with rss_growth() as growth:
-        report = rag.add_file(text)
+        report = add_file(rag, text)
     reason = skipped_reason(report, 'minutes.txt')
-    assert re.fullmatch(r'more than 2,000 chunks: \d\d,\d{3} \(limit rag.max_chunks\)', reason), reason
+    assert re.fullmatch(r'more than 2,000 chunks: \d+,\d{3} \(limit rag.max_chunks\)', reason), reason
     assert source_ids(rag) == {'hello.md'}
-    # the 20 MB themselves are decoded here (the upload's content hash); what parsing costs is the worker's
+    # the upload itself is decoded here (its content hash); what parsing costs is the worker's
     assert growth['mb'] <= RSS_BUDGET_MB, f'the bot grew by {growth["mb"]:.0f} MB'
 
 
@@ -186,13 +199,13 @@ def test_an_upload_whose_parsing_needs_too_much_memory_or_time_is_stopped(new_ra
     heavy = upload('ledger.pdf', fx.pdf_bomb_bytes(40 * MB, text=True))  # under the inflated limit: pypdf parses it
     rag.ingestor.limits = replace(rag.ingestor.limits, worker_memory_mb=50)
     started = time.monotonic()
-    reason = skipped_reason(rag.add_file(heavy), 'ledger.pdf')
+    reason = skipped_reason(add_file(rag, heavy), 'ledger.pdf')
     assert reason == 'reading it needs more than 50 MB of memory (limit rag.upload_parse_memory_mb)', reason
     assert time.monotonic() - started < 30
     rag.ingestor.limits = replace(rag.ingestor.limits, worker_memory_mb=2000, worker_seconds=3)
     started = time.monotonic()
     with ThreadPoolExecutor(1) as pool:
-        report = pool.submit(rag.add_file, heavy)
+        report = pool.submit(add_file, rag, heavy)
         niceness = _worker_niceness(until=started + 3)
         reason = skipped_reason(report.result(), 'ledger.pdf')
     assert reason == 'reading it takes more than 3 s (limit rag.upload_parse_seconds)', reason
