@@ -24,7 +24,7 @@ def test_the_uploads_are_the_bombs_of_the_issue():
     from rag_plugin.ingest.limits import ParseLimits
     from rag_plugin.ingest.loaders import SkipFile, load_file
     files = {name: data for name, _, data in uploads()}
-    assert list(files) == ['quarterly_report.pdf', 'minutes.txt', 'summary.pdf', 'parking.md']
+    assert list(files) == ['quarterly_report.pdf', 'minutes.txt', 'notes.txt', 'summary.pdf', 'parking.md']
     bomb = files['quarterly_report.pdf']
     assert 0.9 * MB < len(bomb) < 1.2 * MB
     inflater = zlib.decompressobj()
@@ -36,7 +36,9 @@ def test_the_uploads_are_the_bombs_of_the_issue():
     assert inflated == 1024 * MB
     with pytest.raises(SkipFile, match='once decompressed'):
         load_file(Path('quarterly_report.pdf'), bomb, ParseLimits())
-    assert len(files['minutes.txt']) == 20 * MB  # the upload limit
+    from rag_plugin.rag import MAX_UPLOAD_MB
+    assert len(files['minutes.txt']) == 20 * MB > MAX_UPLOAD_MB * MB  # refused at the door (websocket.max_size)
+    assert MAX_UPLOAD_MB * MB - 1024 == len(files['notes.txt'])  # the upload limit
     summary_pdf = files['summary.pdf']
     assert len(summary_pdf) < 20 * 1024
     text = zlib.decompress(re.search(rb'stream\n(.*)\nendstream', summary_pdf, re.S).group(1))
