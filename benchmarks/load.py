@@ -80,7 +80,7 @@ MB = 1024 * 1024
 # ---- the bots (run in a subprocess: python benchmarks/load.py --serve rag|bare ...) ---------------------------------
 def bare_bot():
     """The same BBF bot as the demo bot (config, websocket platform, states), without the plugin: every message is
-    answered with a string. Its memory is BBF's own."""
+    answered with a string, every uploaded file with its name and size. Its memory is BBF's own."""
     import logging
 
     from besser.bot.core.bot import Bot
@@ -98,10 +98,19 @@ def bare_bot():
     def answer_body(session: Session) -> None:
         session.reply(f'You asked: {session.message}')
 
+    def file_body(session: Session) -> None:
+        encoded = session.file.base64  # its size, without decoding it (the memory measured is BBF's)
+        session.reply(f"Received {session.file.name}: {len(encoded) * 3 // 4 - encoded[-2:].count('='):,} bytes")
+
+    file_state = bot.new_state('file_state')
     initial_state.set_body(initial_body)
     initial_state.when_no_intent_matched_go_to(answer_state)
     answer_state.set_body(answer_body)
     answer_state.when_no_intent_matched_go_to(answer_state)
+    file_state.set_body(file_body)
+    file_state.when_no_intent_matched_go_to(answer_state)
+    for state in (initial_state, answer_state, file_state):
+        state.when_file_received_go_to(file_state)
     return bot
 
 

@@ -27,6 +27,7 @@ from rag_plugin.history import ConversationHistory
 from rag_plugin.ingest import IngestReport, Ingestor, ledger_for
 from rag_plugin.ingest.check import check_embeddings
 from rag_plugin.ingest.fingerprint import SettingsChanged
+from rag_plugin.ingest.limits import ParseLimits
 from rag_plugin.ingest.loaders import PDF_EXTENSIONS, file_digest
 from rag_plugin.ingest.uploads import decode_upload
 from rag_plugin.inputs import check_filter, check_question, cut_question
@@ -61,8 +62,11 @@ LAST_RAG_MESSAGE_KEY = 'rag_plugin.last_message'
 SCOPE_KEY = 'rag_plugin.scope'
 """str: the session key of a session's retrieval scope (see :meth:`RAG.set_scope`)."""
 
-MAX_UPLOAD_MB = 20.0
-"""float: the default size limit of files uploaded in the chat (:attr:`RAG.max_upload_mb`)."""
+MAX_UPLOAD_MB = 5.0
+"""float: the default size limit of files uploaded in the chat (:attr:`RAG.max_upload_mb`). BBF holds an upload about
+twelve times over while it receives it (base64 in a JSON message, decoded, wrapped): a 10 MB upload cost the bot
+124 MB at its peak before the plugin saw it, 20 MB 190 MB (``benchmarks/uploads.py``); at 5 MB one upload stays
+within 100 MB. Raise it (with ``websocket.max_size``) where the bot has the memory."""
 
 
 class RAG:
@@ -187,7 +191,9 @@ class RAG:
             breaker_cool_down=breaker_cool_down, trace_file=trace_file, rewrite_queries=rewrite_queries,
             max_history_turns=max_history_turns, max_question_chars=max_question_chars, write_lock_timeout=UNSET,
             answer_cache=cache if isinstance(cache, str) else UNSET, uploads=UNSET, upload_ttl=UNSET,
-            max_session_uploads=UNSET, max_session_chunks=UNSET, closest_on_llm_refusal=UNSET, rerank_pool=UNSET)
+            max_session_uploads=UNSET, max_session_chunks=UNSET, max_pages=UNSET, max_text_mb=UNSET,
+            max_inflated_mb=UNSET, max_chunks=UNSET, upload_parse_memory_mb=UNSET, upload_parse_seconds=UNSET,
+            closest_on_llm_refusal=UNSET, rerank_pool=UNSET)
         k, num_previous_messages = int(s['k']), int(s['num_previous_messages'])
         self.vector_store: VectorStore = vector_store
         self.splitter: TextSplitter = splitter
@@ -206,8 +212,6 @@ class RAG:
         self.uploads = s['uploads']
         embeddings = getattr(vector_store, 'embeddings', None)
         self.embeddings: Optional[Embeddings] = RecentQueries(embeddings) if embeddings is not None else None
-        self.session_uploads = SessionUploads(embeddings, splitter, s['upload_ttl'], s['max_session_uploads'],
-                                              s['max_session_chunks'], query_embeddings=self.embeddings)
         self._retriever = default_retriever(vector_store, embeddings=self.embeddings)
         languages = tuple(lang.strip() for lang in s['vocabulary_languages'].split(',') if lang.strip())
         self.guard = RelevanceGuard(s['relevance_threshold'], s['min_coverage'], max_unknown=s['max_unknown'],
@@ -217,8 +221,13 @@ class RAG:
         self.generator = ResilientGenerator(timeout=s['llm_timeout'], max_attempts=s['llm_max_attempts'],
                                             deadline=s['answer_deadline'], breaker_failures=s['breaker_failures'],
                                             breaker_cool_down=s['breaker_cool_down'])
+        limits = ParseLimits(max_pages=s['max_pages'], max_text_mb=s['max_text_mb'],
+                             max_inflated_mb=s['max_inflated_mb'], max_chunks=s['max_chunks'],
+                             worker_memory_mb=s['upload_parse_memory_mb'], worker_seconds=s['upload_parse_seconds'])
         self.ingestor = Ingestor(vector_store, splitter, ledger_for(vector_store, ledger_path),
-                                 lock_timeout=s['write_lock_timeout'])
+                                 lock_timeout=s['write_lock_timeout'], limits=limits)
+        self.session_uploads = SessionUploads(embeddings, splitter, s['upload_ttl'], s['max_session_uploads'],
+                                              s['max_session_chunks'], query_embeddings=self.embeddings, limits=limits)
         # The hooks call whatever retriever the RAG has at the time (see the ``retriever`` setter).
         self.ingestor.on_change.append(self._invalidate_lexical)
         self.ingestor.refresher.on_refresh.append(self._invalidate_lexical)

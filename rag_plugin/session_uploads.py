@@ -31,6 +31,7 @@ from langchain_core.vectorstores import VectorStore
 from langchain_text_splitters import TextSplitter
 
 from rag_plugin.ingest import IngestReport, Ingestor, ledger_for
+from rag_plugin.ingest.limits import ParseLimits
 from rag_plugin.ingest.pipeline import FileResult
 from rag_plugin.ingest.uploads import UPLOAD_ROOT, decode_upload, safe_name
 
@@ -117,16 +118,19 @@ class SessionUploads:
         ttl (float): seconds a session's uploads are kept after its last use
         max_files (int): files per session
         max_chunks (int): chunks per session
+        limits (ParseLimits): how much one upload may cost to parse (the RAG's, see :mod:`rag_plugin.ingest.limits`)
     """
 
     def __init__(self, embeddings: Optional[Embeddings], splitter: TextSplitter, ttl: float = 3600.0,
-                 max_files: int = 5, max_chunks: int = 2000, query_embeddings: Optional[Embeddings] = None):
+                 max_files: int = 5, max_chunks: int = 2000, query_embeddings: Optional[Embeddings] = None,
+                 limits: Optional[ParseLimits] = None):
         self.embeddings: Optional[Embeddings] = embeddings
         self.splitter: TextSplitter = splitter
         self.ttl: float = ttl
         self.max_files: int = max_files
         self.max_chunks: int = max_chunks
         self._query_embeddings = query_embeddings or embeddings
+        self.limits: Optional[ParseLimits] = limits
         self._own: 'weakref.WeakKeyDictionary[Session, _Own]' = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
 
@@ -155,6 +159,7 @@ class SessionUploads:
                 return refused(file, f'this conversation already has {self.max_files} files, the most it may upload')
             report = decode_upload(own.ingestor, file, max_mb)
             self._bound(own, report)
+            own.used = time.monotonic()  # the TTL counts from the end of the upload (parsing it may take seconds)
             return report
         finally:
             if not own.ingestor.ledger.all():  # nothing kept: no store left behind
@@ -216,7 +221,7 @@ class SessionUploads:
         from rag_plugin.defaults import default_vector_store
         from rag_plugin.retrieve import default_retriever
         store = default_vector_store(None, self.embeddings, collection_name=f'rag_plugin_upload_{uuid.uuid4().hex}')
-        ingestor = Ingestor(store, self.splitter, ledger_for(store))
+        ingestor = Ingestor(store, self.splitter, ledger_for(store), limits=self.limits)
         retriever = default_retriever(store, embeddings=self._query_embeddings)
         lexical = getattr(retriever, 'lexical', None)
         if lexical is not None:

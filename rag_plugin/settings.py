@@ -32,6 +32,7 @@ from besser.bot.core.property import Property
 from rag_plugin.generate.resilient import DEFAULT_BREAKER_COOL_DOWN, DEFAULT_BREAKER_FAILURES, DEFAULT_DEADLINE
 from rag_plugin.guard import (DEFAULT_COVERAGE_BELOW, DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE,
                               DEFAULT_NOT_FOUND_ANSWER, DEFAULT_RELEVANCE_THRESHOLD, DEFAULT_WORD_SIMILARITY)
+from rag_plugin.ingest.limits import DEFAULT_LIMITS
 from rag_plugin.inputs import DEFAULT_MAX_QUESTION_CHARS
 
 SECTION_RAG = 'rag'
@@ -180,6 +181,20 @@ RAG_MAX_SESSION_CHUNKS = Setting('max_session_chunks', int, 2000, "chunks one co
                                  'all (uploads = session)')
 RAG_WRITE_LOCK_TIMEOUT = Setting('write_lock_timeout', float, 300.0, 'seconds a writer waits for another one to '
                                  'finish', env='RAG_PLUGIN_WRITE_LOCK_TIMEOUT')
+RAG_MAX_PAGES = Setting('max_pages', int, DEFAULT_LIMITS.max_pages, 'pages of one PDF; a longer one is skipped (0: no '
+                       'limit)')
+RAG_MAX_TEXT_MB = Setting('max_text_mb', float, DEFAULT_LIMITS.max_text_mb, 'text extracted from one file, in MB '
+                          '(of 1,048,576 characters); a file with more is skipped (0: no limit)')
+RAG_MAX_INFLATED_MB = Setting('max_inflated_mb', float, DEFAULT_LIMITS.max_inflated_mb, "what one file's compressed "
+                              'streams (PDF) or parts (DOCX) may inflate to, in MB; measured before they are inflated '
+                              '(0: no limit)')
+RAG_MAX_CHUNKS = Setting('max_chunks', int, DEFAULT_LIMITS.max_chunks, 'chunks one file may be split into; a file '
+                         'that makes more is skipped before any is embedded (0: no limit)', env='RAG_PLUGIN_MAX_CHUNKS')
+RAG_UPLOAD_PARSE_MEMORY_MB = Setting('upload_parse_memory_mb', float, DEFAULT_LIMITS.worker_memory_mb, 'memory, in MB, '
+                                     'the worker process that parses an upload may take (0: no cap)')
+RAG_UPLOAD_PARSE_SECONDS = Setting('upload_parse_seconds', float, DEFAULT_LIMITS.worker_seconds, 'seconds the worker '
+                                   'process that parses an upload may take; then it is killed and the upload refused '
+                                   '(0: no limit)')
 
 
 def given(setting: Setting, value: Any) -> bool:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import io
 import random
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -54,6 +56,11 @@ def make_text_pdf(path: Path, pages: Sequence[str], title: Optional[str] = None)
 def make_docx(path: Path, heading: str, paragraphs: Sequence[str], heading2: Optional[str] = None,
               paragraphs2: Sequence[str] = ()) -> Path:
     """A DOCX with a Heading 1 and paragraphs (and optionally a second Heading 1 section)."""
+    return _write(path, _docx_bytes(heading, paragraphs, heading2, paragraphs2))
+
+
+def _docx_bytes(heading: str, paragraphs: Sequence[str], heading2: Optional[str] = None,
+                paragraphs2: Sequence[str] = ()) -> bytes:
     import docx
     document = docx.Document()
     document.add_heading(heading, level=1)
@@ -65,7 +72,7 @@ def make_docx(path: Path, heading: str, paragraphs: Sequence[str], heading2: Opt
             document.add_paragraph(text)
     buffer = io.BytesIO()
     document.save(buffer)
-    return _write(path, buffer.getvalue())
+    return buffer.getvalue()
 
 
 def make_text(path: Path, text: str) -> Path:
@@ -176,8 +183,84 @@ BAD_FILES = {
 }
 
 
+
+# ---- decompression bombs (made at test time: small on disk, huge once inflated) -------------------------------------
+PDF_BOMB_TEXT_LINE = b"(This line of the report repeats to fill the page with text.) '\n"
+"""bytes: a content-stream line that shows a line of text (``'``: next line, then show)."""
+
+
+def _deflated(body: bytes, size: int, head: bytes = b'', tail: bytes = b'') -> bytes:
+    """``head``, ``body`` repeated (whole) up to ``size`` bytes and ``tail``, deflated piece by piece (never whole in
+    memory)."""
+    compressor = zlib.compressobj(9)
+    block = body * max(1, (1 << 20) // len(body))
+    parts = [compressor.compress(head)]
+    left = size - size % len(body)
+    while left > 0:
+        piece = block[:left]
+        parts.append(compressor.compress(piece))
+        left -= len(piece)
+    parts += [compressor.compress(tail), compressor.flush()]
+    return b''.join(parts)
+
+
+def pdf_with_content(stream: bytes) -> bytes:
+    """A one-page PDF (Helvetica as ``/F1``) whose ``/FlateDecode`` content stream is ``stream`` (already deflated),
+    with a correct cross-reference table."""
+    objects = [b'<< /Type /Catalog /Pages 2 0 R >>',
+               b'<< /Type /Pages /Kids [3 0 R] /Count 1 >>',
+               b'<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 5 0 R >> >> '
+               b'/Contents 4 0 R >>',
+               b'<< /Length %d /Filter /FlateDecode >>\nstream\n' % len(stream) + stream + b'\nendstream',
+               b'<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>']
+    out = io.BytesIO()
+    out.write(b'%PDF-1.4\n')
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(out.tell())
+        out.write(b'%d 0 obj\n' % number + body + b'\nendobj\n')
+    xref = out.tell()
+    out.write(b'xref\n0 %d\n0000000000 65535 f \n' % (len(objects) + 1))
+    out.write(b''.join(b'%010d 00000 n \n' % offset for offset in offsets))
+    out.write(b'trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n' % (len(objects) + 1, xref))
+    return out.getvalue()
+
+
+def pdf_bomb_bytes(inflated: int, text: bool = False) -> bytes:
+    """A PDF whose page content inflates to ``inflated`` bytes: blank (whitespace, fast for pypdf to skip) or, with
+    ``text``, lines of text (:data:`PDF_BOMB_TEXT_LINE`: slow and memory-hungry to parse). 1 GB makes about 1 MB."""
+    if not text:
+        return pdf_with_content(_deflated(b' ' * 1024, inflated))
+    return pdf_with_content(_deflated(PDF_BOMB_TEXT_LINE, inflated, b'BT /F1 10 Tf 12 TL 72 760 Td\n', b'ET\n'))
+
+
+def docx_bomb_bytes(inflated: int) -> bytes:
+    """A DOCX whose ``word/document.xml`` inflates to more than ``inflated`` bytes (whitespace inside the body)."""
+    source = zipfile.ZipFile(io.BytesIO(_docx_bytes('Bomb', ['A short paragraph.'])))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, 'w', zipfile.ZIP_DEFLATED) as bomb:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename != 'word/document.xml':
+                bomb.writestr(info, data)
+                continue
+            head, tail = data.split(b'</w:body>')
+            with bomb.open(info.filename, 'w', force_zip64=True) as part:
+                part.write(head)
+                block = b' ' * (1 << 20)
+                for start in range(0, inflated, len(block)):
+                    part.write(block[:inflated - start])
+                part.write(b'</w:body>' + tail)
+    return out.getvalue()
+
+
+def repetitive_text_bytes(size: int) -> bytes:
+    """``size`` bytes of one line of text repeated (a valid text file that splits into thousands of chunks)."""
+    line = b'This line repeats to make the file too large to ingest.\n'
+    return (line * (size // len(line) + 1))[:size]
+
 # ---- a parser that never finishes -----------------------------------------------------------------------------------
-def slow_load_file(path: Path, data: bytes):
+def slow_load_file(path: Path, data: bytes, limits=None):
     """``load_file``, except for a file with ``slow`` in its name: its parsing (in a worker process) writes the marker
     ``parsing-<pid>`` into the folder of env ``RAG_TEST_MARKERS`` and never ends (the test kills the ingestion)."""
     import os
@@ -187,4 +270,4 @@ def slow_load_file(path: Path, data: bytes):
         marker = Path(os.environ['RAG_TEST_MARKERS']) / f'parsing-{os.getpid()}'
         marker.write_text(str(os.getpid()))
         time.sleep(600)
-    return load_file(path, data)
+    return load_file(path, data, limits) if limits else load_file(path, data)

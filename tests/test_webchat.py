@@ -504,7 +504,7 @@ def test_use_rag_webchat_runs_our_app_with_bbf_arguments(corpus_store):
     assert command[command.index('--server.port') + 1] == '5000'
     assert command[command.index('--theme.primaryColor') + 1] == '#2563eb'  # no red input border at rest
     # the uploader's limit (Streamlit's 200 MB by default) is the one the bot's RAG applies
-    assert command[command.index('--server.maxUploadSize') + 1] == f'{MAX_UPLOAD_MB:g}' == '20'
+    assert command[command.index('--server.maxUploadSize') + 1] == f'{MAX_UPLOAD_MB:g}' == '5'
     assert upload_limit_mb(bot) == MAX_UPLOAD_MB
     ExtractiveLLM(bot)
     rag = RAG(bot, corpus_store, default_splitter(), 'extractive')

@@ -5,7 +5,7 @@ file, page, score and a snippet, "not found in the documents" and fallback answe
 answers in one bubble (see :func:`rag_plugin.channels.websocket.reply_rag_streaming`), and an uploader that sends
 pdf / md / txt / docx files to the bot (BBF's ``user_file`` payload; handle them with a ``when_file_received_go_to``
 transition to a state that calls ``rag.add_file(session.file)``; :func:`describe_ingestion` words the reply). The
-uploader states and applies the limit of the bot's RAG (``rag.max_upload_mb``, 20 MB by default), so a larger file is
+uploader states and applies the limit of the bot's RAG (``rag.max_upload_mb``, 5 MB by default), so a larger file is
 refused in the page, with the limit, before it is sent.
 
 Usage::

@@ -26,6 +26,7 @@ from langchain_core.documents import Document
 from langchain_text_splitters import Language, RecursiveCharacterTextSplitter
 
 from rag_plugin.ingest.document import LoadedFile, decode_text
+from rag_plugin.ingest.limits import DEFAULT_LIMITS, ParseLimits
 
 
 CODE_LANGUAGES: dict[str, Language] = {
@@ -212,13 +213,16 @@ def split_code(text: str, language: Language, chunk_size: int = CODE_CHUNK_SIZE)
     return pieces
 
 
-def load_code(path: Path, data: bytes, chunk_size: int = CODE_CHUNK_SIZE) -> LoadedFile:
+def load_code(path: Path, data: bytes, chunk_size: int = CODE_CHUNK_SIZE,
+              limits: ParseLimits = DEFAULT_LIMITS) -> LoadedFile:
     """Read a source file into one page per language-aware piece (see the module docstring for the metadata).
 
     Raises:
-        SkipFile: binary content or an undecodable file
+        SkipFile: binary content, an undecodable file, or more text than ``limits`` allow
     """
-    text = decode_text(data).replace('\r\n', '\n').replace('\r', '\n')
+    text = decode_text(data)
+    limits.check_text(len(text))
+    text = text.replace('\r\n', '\n').replace('\r', '\n')
     language = CODE_LANGUAGES[path.suffix.lower()]
     declarations = find_declarations(text, language)
     pages = []

@@ -1,11 +1,16 @@
 """What a loader produces, shared by the loaders of every format (:mod:`rag_plugin.ingest.loaders`,
-:mod:`rag_plugin.ingest.code`): the loaded file, the error that skips one, a content digest, text decoding."""
+:mod:`rag_plugin.ingest.code`): the loaded file, the error that skips one, a content digest, text decoding, and
+the pieces a splitter makes of its pages."""
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from langchain_core.documents import Document
+
+if TYPE_CHECKING:
+    from langchain_text_splitters import TextSplitter
 
 
 class SkipFile(Exception):
@@ -45,3 +50,13 @@ def decode_text(data: bytes) -> str:
         except UnicodeDecodeError:
             continue
     raise SkipFile('not valid UTF-8 or Windows-1252 text')
+
+
+def split_page(splitter: 'TextSplitter', text: str) -> list[Document]:
+    """The pieces a splitter makes of a page's text, blank ones left out: the page's chunks."""
+    return [piece for piece in splitter.split_documents([Document(page_content=text)]) if piece.page_content.strip()]
+
+
+def count_chunks(splitter: 'TextSplitter', loaded: LoadedFile) -> int:
+    """How many chunks a loaded file makes with a splitter."""
+    return sum(len(split_page(splitter, page.page_content)) for page in loaded.pages)

@@ -1,7 +1,8 @@
 """Read files into page-level LangChain documents with 1-based pages, titles and section headings.
 
-One loader per format (PDF, Markdown, plain text, DOCX). A file that cannot be read raises :class:`SkipFile` with
-a reason a user can act on; the ingestion pipeline reports it and carries on with the other files.
+One loader per format (PDF, Markdown, plain text, DOCX), each bounded by :class:`ParseLimits` while it reads (pages,
+text, inflated bytes). A file that cannot be read raises :class:`SkipFile` with a reason a user can act on; the
+ingestion pipeline reports it and carries on with the other files.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from langchain_core.documents import Document
 
 from rag_plugin.ingest.code import CODE_EXTENSIONS, load_code
 from rag_plugin.ingest.document import LoadedFile, SkipFile, decode_text, file_digest
+from rag_plugin.ingest.limits import DEFAULT_LIMITS, ParseLimits, inflation_budget
 from rag_plugin.text.repair import join_split_words
 
 __all__ = ['LOADERS', 'SUPPORTED_EXTENSIONS', 'PDF_EXTENSIONS', 'LoadedFile', 'SkipFile', 'file_digest', 'front_matter',
@@ -61,12 +63,13 @@ def _markdown_headings(text: str) -> list[tuple[int, str]]:
     return [(m.start(), m.group(2).strip()) for m in re.finditer(r'^(#{1,6})\s+(.+)$', text, flags=re.M)]
 
 
-def load_pdf(path: Path, data: bytes) -> LoadedFile:
-    """Read a PDF with pypdf (plain extraction), and join the words extraction split apart ("Mana ger",
-    "in -network": :func:`rag_plugin.text.repair.join_split_words`).
+def load_pdf(path: Path, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> LoadedFile:
+    """Read a PDF with pypdf (plain extraction), page by page, within ``limits``: pages counted first, Flate streams
+    measured before they are inflated, text counted as it is extracted; and join the words extraction split apart
+    ("Mana ger", "in -network": :func:`rag_plugin.text.repair.join_split_words`).
 
     Raises:
-        SkipFile: not a PDF, corrupt, encrypted with a password, or without a text layer
+        SkipFile: not a PDF, corrupt, encrypted with a password, without a text layer, or over a limit
     """
     import io
     import pypdf
@@ -76,15 +79,17 @@ def load_pdf(path: Path, data: bytes) -> LoadedFile:
     if not data.lstrip()[:5].startswith(b'%PDF-'):
         raise SkipFile('not a PDF: the content does not start with %PDF- (wrong extension?)')
     try:
-        reader = pypdf.PdfReader(io.BytesIO(data), strict=False)
-        if reader.is_encrypted and not reader.decrypt(''):
-            raise SkipFile('encrypted PDF: a password is required')
-        n_pages = len(reader.pages)
-        texts = [(page.extract_text() or '') for page in reader.pages]
-        has_labels = '/PageLabels' in reader.trailer['/Root']
-        labels = list(reader.page_labels) if has_labels else []
-        title = (reader.metadata.title if reader.metadata else None) or ''
-    except SkipFile:
+        with inflation_budget(limits):
+            reader = pypdf.PdfReader(io.BytesIO(data), strict=False)
+            if reader.is_encrypted and not reader.decrypt(''):
+                raise SkipFile('encrypted PDF: a password is required')
+            n_pages = len(reader.pages)
+            limits.check_pages(n_pages)
+            texts = _page_texts(reader, limits)
+            has_labels = '/PageLabels' in reader.trailer['/Root']
+            labels = list(reader.page_labels) if has_labels else []
+            title = (reader.metadata.title if reader.metadata else None) or ''
+    except (SkipFile, MemoryError):
         raise
     except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, OSError, RecursionError) as e:
         raise SkipFile(f'corrupt PDF: {type(e).__name__}: {e}') from e
@@ -108,9 +113,20 @@ def load_pdf(path: Path, data: bytes) -> LoadedFile:
     return LoadedFile(title=title.strip() or path.stem, pages=pages)
 
 
-def load_text(path: Path, data: bytes) -> LoadedFile:
+def _page_texts(reader, limits: ParseLimits) -> list[str]:
+    """The text of each page, the running total checked after each one."""
+    texts, total = [], 0
+    for page in reader.pages:
+        texts.append(page.extract_text() or '')
+        total += len(texts[-1])
+        limits.check_text(total)
+    return texts
+
+
+def load_text(path: Path, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> LoadedFile:
     """Read a plain-text file (UTF-8, or Windows-1252 as a fallback)."""
     text = decode_text(data)
+    limits.check_text(len(text))
     return LoadedFile(title=path.stem, pages=[Document(page_content=text, metadata={'headings': []})])
 
 
@@ -163,19 +179,22 @@ def _front_matter_metadata(values: dict) -> dict:
     return metadata
 
 
-def load_markdown(path: Path, data: bytes) -> LoadedFile:
+def load_markdown(path: Path, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> LoadedFile:
     """Read a Markdown file; ``#`` headings become sections and the first one the title. Front matter
     (``critical: true``, ``tags: [a, b]``, ``category: ...``, ``title: ...``) goes into the metadata of every chunk; chunks get their
     1-based ``line_start``/``line_end``."""
-    values, text, skipped = front_matter(decode_text(data))
+    text = decode_text(data)
+    limits.check_text(len(text))
+    values, text, skipped = front_matter(text)
     headings = _markdown_headings(text)
     title = str(values.get('title') or '') or (headings[0][1] if headings else path.stem)
     metadata = {'headings': headings, 'line_start': skipped + 1, **_front_matter_metadata(values)}
     return LoadedFile(title=title, pages=[Document(page_content=text, metadata=metadata)])
 
 
-def load_docx(path: Path, data: bytes) -> LoadedFile:
-    """Read a DOCX file with python-docx; paragraphs styled as headings become sections."""
+def load_docx(path: Path, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> LoadedFile:
+    """Read a DOCX file with python-docx; paragraphs styled as headings become sections. The sizes its zip gives its
+    parts are checked first (zipfile never inflates a part beyond its stated size)."""
     import io
     import zipfile
     from rag_plugin.extras import MissingExtra, require
@@ -184,7 +203,10 @@ def load_docx(path: Path, data: bytes) -> LoadedFile:
     except MissingExtra as e:  # the file is skipped with this reason; the other files are ingested
         raise SkipFile(str(e)) from None
     try:
+        limits.check_inflated(sum(part.file_size for part in zipfile.ZipFile(io.BytesIO(data)).infolist()))
         document = docx.Document(io.BytesIO(data))
+    except (SkipFile, MemoryError):
+        raise
     except (zipfile.BadZipFile, KeyError, ValueError) as e:
         raise SkipFile(f'corrupt DOCX: {type(e).__name__}: {e}') from e
     except Exception as e:
@@ -203,11 +225,13 @@ def load_docx(path: Path, data: bytes) -> LoadedFile:
         for row in table.rows:
             line = ' | '.join(cell.text.strip() for cell in row.cells)
             parts.append(line)
+    text = '\n\n'.join(parts)
+    limits.check_text(len(text))
     title = (document.core_properties.title or '').strip() or (headings[0][1] if headings else path.stem)
-    return LoadedFile(title=title, pages=[Document(page_content='\n\n'.join(parts), metadata={'headings': headings})])
+    return LoadedFile(title=title, pages=[Document(page_content=text, metadata={'headings': headings})])
 
 
-LOADERS: dict[str, Callable[[Path, bytes], LoadedFile]] = {
+LOADERS: dict[str, Callable[..., LoadedFile]] = {
     **{ext: load_pdf for ext in PDF_EXTENSIONS},
     **{ext: load_text for ext in TEXT_EXTENSIONS},
     **{ext: load_markdown for ext in MARKDOWN_EXTENSIONS},
@@ -216,11 +240,12 @@ LOADERS: dict[str, Callable[[Path, bytes], LoadedFile]] = {
 }
 
 
-def load_file(path: Path, data: Optional[bytes] = None) -> LoadedFile:
-    """Read one file with the loader of its extension.
+def load_file(path: Path, data: Optional[bytes] = None, limits: ParseLimits = DEFAULT_LIMITS) -> LoadedFile:
+    """Read one file with the loader of its extension (``loader(path, data, limits=limits)``).
 
     Raises:
-        SkipFile: unsupported format, or a file its loader cannot read, or one without any text
+        SkipFile: unsupported format, or a file its loader cannot read, or one without any text, or one over
+            ``limits``
     """
     loader = LOADERS.get(path.suffix.lower())
     if loader is None:
@@ -230,7 +255,7 @@ def load_file(path: Path, data: Optional[bytes] = None) -> LoadedFile:
         data = path.read_bytes()
     if not data:
         raise SkipFile('empty file (0 bytes)')
-    loaded = loader(path, data)
+    loaded = loader(path, data, limits=limits)
     if not any(page.page_content.strip() for page in loaded.pages):
         raise SkipFile('no text in the file')
     return loaded

@@ -6,6 +6,7 @@ files, and reports every file's outcome. Bad files are skipped with a reason; no
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -24,7 +25,10 @@ from langchain_text_splitters import TextSplitter
 
 from rag_plugin.ingest import fingerprint as settings_of
 from rag_plugin.ingest.check import StoreCheck, StoreRepair, check_store
+from rag_plugin.ingest.document import split_page
+from rag_plugin.ingest.isolated import parse_isolated
 from rag_plugin.ingest.ledger import FileRecord, Ledger, chunk_ids
+from rag_plugin.ingest.limits import ParseLimits
 from rag_plugin.ingest.loaders import SUPPORTED_EXTENSIONS, LoadedFile, SkipFile, file_digest, load_file
 from rag_plugin.ingest.parsing import ParsePool, default_workers
 from rag_plugin.errors import StoreDamaged
@@ -235,18 +239,22 @@ class Ingestor:
         parse_workers (int): processes that parse files while chunks are embedded (default: one per core but one,
             1 to 4; ``0`` parses in this process); a run with one or two files to parse, or a few small ones,
             starts none (see :mod:`rag_plugin.ingest.parsing`)
+        limits (ParseLimits): what parsing one file may cost (pages, text, inflated bytes, chunks; for uploads the
+            worker's memory and time); a file over a limit is skipped with the reason (default: ``ParseLimits()``)
 
     Attributes:
         vector_store (VectorStore): the store
         splitter (TextSplitter): the splitter
         ledger (Ledger): the ledger
+        limits (ParseLimits): what parsing one file may cost
         write_lock (WriteLock): one writer at a time per store (threads and processes; a file next to the ledger)
         refresher (ChromaRefresher): re-opens Chroma's vector index when another process wrote to the store
     """
 
     def __init__(self, vector_store: VectorStore, splitter: TextSplitter, ledger: Ledger, batch_size: int = 128,
                  max_file_mb: float = DEFAULT_MAX_FILE_MB, contextual: Optional[bool] = None,
-                 lock_timeout: float = DEFAULT_LOCK_TIMEOUT, parse_workers: Optional[int] = None):
+                 lock_timeout: float = DEFAULT_LOCK_TIMEOUT, parse_workers: Optional[int] = None,
+                 limits: Optional[ParseLimits] = None):
         self.vector_store: VectorStore = vector_store
         self.splitter: TextSplitter = splitter
         self.ledger: Ledger = ledger
@@ -254,6 +262,7 @@ class Ingestor:
         self.max_file_mb: float = max_file_mb
         self.contextual: Optional[bool] = contextual
         self.parse_workers: int = default_workers() if parse_workers is None else parse_workers
+        self.limits: ParseLimits = limits or ParseLimits()
         self._embedded: Optional[dict] = None  # text digest -> vector, during a run (see write_batch)
         self._reuse: dict[str, str] = {}  # during a run: text -> id of a stored chunk (another tool's) with its vector
         self.on_change: list[Callable[[], None]] = []  # called after chunks are written or deleted
@@ -306,10 +315,8 @@ class Ingestor:
             page_meta = {k: v for k, v in page.metadata.items() if k != 'headings'}
             if page_meta.get('tags') and base.get('tags'):  # a file's own tags (front matter) join the given ones
                 page_meta['tags'] = ','.join(dict.fromkeys(base['tags'].split(',') + page_meta['tags'].split(',')))
-            for piece in self.splitter.split_documents([Document(page_content=page.page_content)]):
+            for piece in split_page(self.splitter, page.page_content):
                 text = piece.page_content
-                if not text.strip():
-                    continue
                 start = piece.metadata.get('start_index', 0)
                 spans = section_spans(start, len(text), headings, section)
                 label = chunk_section(start, len(text), headings, section)
@@ -538,8 +545,12 @@ class Ingestor:
         return report
 
     def ingest_bytes(self, root: str, source_id: str, data: bytes, *, tags: Iterable[str] = (),
-                     extra: Optional[dict] = None) -> IngestReport:
+                     extra: Optional[dict] = None, isolated: bool = False) -> IngestReport:
         """Ingest one in-memory file (an upload) or text under a virtual root; nothing is written to disk.
+
+        With ``isolated`` (uploads), the file is parsed in a worker process with the memory cap and time limit of
+        :attr:`limits` (:func:`~rag_plugin.ingest.isolated.parse_isolated`): this process never holds more of it
+        than its bytes and its text, bounded.
 
         Raises:
             StoreBusy: another ingestion kept the store busy for longer than the write lock's timeout
@@ -549,19 +560,22 @@ class Ingestor:
             report = IngestReport()
             chunking = self._check_settings()
             report.chunks_removed += self._repair()
-            self._ingest_sources(root, [(source_id, data)], report, tags, False, chunking, extra)
+            loader = functools.partial(parse_isolated, limits=self.limits, splitter=self.splitter) if isolated else None
+            self._ingest_sources(root, [(source_id, data)], report, tags, False, chunking, extra, loader=loader)
             report.seconds = time.perf_counter() - started
             return report
 
     def _ingest_sources(self, root: str, sources: list, report: IngestReport, tags: Iterable[str], progress: bool,
-                        chunking: str, extra: Optional[dict] = None, adopt: bool = False) -> None:
+                        chunking: str, extra: Optional[dict] = None, adopt: bool = False,
+                        loader: Optional[Callable[[Path, bytes], LoadedFile]] = None) -> None:
         """Decide, parse, chunk and write the files of a run.
 
-        Files are parsed in worker processes (:class:`~rag_plugin.ingest.parsing.ParsePool`) while the chunks of those
-        parsed before are embedded here. A file's ledger row is marked ``pending`` before any of its chunks is
-        written and ``ok`` once all are in, so a kill at any moment is repaired by the next run. With ``adopt``
-        (files of a folder), chunks another tool wrote for a file (BBF's ``load_pdfs``) are replaced by the file's
-        chunks, reusing their vectors where the texts are equal, and deleted once the file's version is in.
+        Files are parsed (``loader``, default :func:`load_file` within :attr:`limits`) in worker processes
+        (:class:`~rag_plugin.ingest.parsing.ParsePool`) while the chunks of those parsed before are embedded here.
+        A file's ledger row is marked ``pending`` before any of its chunks is written and ``ok`` once all are in, so
+        a kill at any moment is repaired by the next run. With ``adopt`` (files of a folder), chunks another tool
+        wrote for a file (BBF's ``load_pdfs``) are replaced by the file's chunks, reusing their vectors where the
+        texts are equal, and deleted once the file's version is in.
         """
         from tqdm.auto import tqdm
         run = _Run(root, report, list(tags), extra, set(source_id for source_id, _ in sources), chunking)
@@ -571,7 +585,7 @@ class Ingestor:
         run.bar = tqdm(total=0, desc='Embedding', unit='chunk', disable=not progress)
         self._embedded = {}
         try:
-            with ParsePool(load_file, self.parse_workers) as pool:
+            with ParsePool(loader or functools.partial(load_file, limits=self.limits), self.parse_workers) as pool:
                 for job, loaded in pool.results(self._jobs(run, files_bar, may_defer=True)):
                     self._add_parsed(run, job, loaded)
                 # Duplicates of a file of this run, decided once that file's new version is recorded.
@@ -634,6 +648,11 @@ class Ingestor:
         chunks = self.chunk(loaded, job.source_id, job.document_id, run.tags, ingested_at, run.extra)
         if not chunks:
             run.report.files.append(FileResult(job.source_id, 'skipped', reason='no text after splitting'))
+            return
+        try:
+            self.limits.check_chunks(len(chunks))
+        except SkipFile as e:
+            run.report.files.append(FileResult(job.source_id, 'skipped', reason=str(e)))
             return
         self.ledger.begin(run.root, job.source_id, job.document_id, len(chunks), loaded.title, ingested_at,
                           job.record, run.chunking)

@@ -1,7 +1,7 @@
-"""Files users upload in the chat: size limit, safe names, ingested from memory (never written to disk)."""
+"""Files users upload in the chat: size limit, safe names, parsed in a capped worker process (see
+:mod:`rag_plugin.ingest.isolated`), ingested from memory (never written to disk)."""
 from __future__ import annotations
 
-import base64
 import binascii
 import re
 from pathlib import PurePath
@@ -42,10 +42,10 @@ def decode_upload(ingestor: Ingestor, file: 'File', max_mb: float) -> IngestRepo
     if len(encoded) * 3 / 4 > max_mb * 1024 * 1024 + 3:
         return IngestReport(files=[FileResult(name, 'skipped', reason=f'file too large (limit {max_mb:g} MB)')])
     try:
-        data = base64.b64decode(encoded, validate=True)
+        data = binascii.a2b_base64(encoded, strict_mode=True)  # read in place: no ASCII copy of the text
     except (binascii.Error, ValueError):
         return IngestReport(files=[FileResult(name, 'skipped', reason='the upload is not valid base64')])
     try:
-        return ingestor.ingest_bytes(UPLOAD_ROOT, name, data)
+        return ingestor.ingest_bytes(UPLOAD_ROOT, name, data, isolated=True)
     except StoreBusy as e:
         return IngestReport(files=[FileResult(name, 'skipped', reason=str(e))])
