@@ -641,7 +641,7 @@ class RAG:
                          ) -> tuple[list[Document], GuardDecision]:
         """Search again with the documents' own words for the question's words the guard matched by meaning
         ("yearly" -> "annual"): BM25 finds them only in the documents' words. Kept unless the guard then finds the
-        chunks off the subject (measured: README, "The guard")."""
+        chunks off the subject (measured: README, "The guard and graded answers")."""
         expanded = f"{query} {' '.join(dict.fromkeys(decision.by_meaning.values()))}"
         try:
             again = self._retrieve(self._search_text(expanded, signals), k, filter, own, question)
