@@ -539,7 +539,8 @@ def build_parser() -> argparse.ArgumentParser:
                                         'rag_trace.jsonl in the store folder)')
     p.add_argument('--json', action='store_true',
                    help='print {"answer", "cited", "sources": [{"n", "source", "page", "score", "chunk_id", '
-                        '"cited"}], "llm_name", "confidence", "abstained", "degraded", "cached", "note", "outcome"}; source n is '
+                        '"cited"}], "llm_name", "confidence", "abstained", "degraded", "cached", "note", '
+                        '"outcome"}; source n is '
                         'fragment [n]; note: says when the question was cut (over the length limit), else null')
     p.set_defaults(func=cmd_ask)
 

@@ -20,7 +20,8 @@ the LLM's call (the prompt asks it to say when the fragments do not contain the 
 :mod:`rag_plugin.generate.refusal` turns that reply into an abstention).
 
 Only check 1 ends a run as ``not_found`` (an honest "not in the documents", no LLM call). Checks 2 and 3 cannot tell
-well enough, for questions asked in everyday words, whether the documents answer (measured: README, "The guard and graded answers"):
+well enough, for questions asked in everyday words, whether the documents answer (measured: README, "The guard and
+graded answers"):
 when they fail, the guard is *unsure*, and the run shows the closest passages instead of an answer
 (:mod:`rag_plugin.outcome`), so that being wrong costs the user little either way.
 """
@@ -40,7 +41,8 @@ from rag_plugin.text import (STOP_WORDS, WORD, fold, found, is_common_english, l
 from rag_plugin.text.abbreviations import ABBREVIATIONS
 
 DEFAULT_RELEVANCE_THRESHOLD = 0.2
-"""float: default similarity threshold for all-MiniLM-L6-v2 cosine scores (measured; README, "The guard and graded answers")."""
+"""float: default similarity threshold for all-MiniLM-L6-v2 cosine scores (measured; README, "The guard and graded
+answers")."""
 
 DEFAULT_MIN_COVERAGE = 0.5
 """float: default minimum IDF-weighted coverage of the question's words by the retrieved chunks (measured)."""

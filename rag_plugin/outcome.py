@@ -2,7 +2,8 @@
 
 A refusal is the worst outcome for a user whose answer is in the documents (they leave believing it is not), and a
 quote of the wrong passage presented as the answer is the worst outcome for a question the documents do not answer.
-No signal tells the two apart well for questions asked the way people ask (measured: README, "The guard and graded answers"), so a run
+No signal tells the two apart well for questions asked the way people ask (measured: README, "The guard and graded
+answers"), so a run
 does not have to pick one of them when it is unsure: it says it found no direct answer and shows the closest passages,
 each with its source, for the user to judge (``outcome='closest'``). ``not_found`` is kept for questions clearly off
 the documents' subject (the similarity check), an empty scope, or nothing retrieved.
