@@ -214,6 +214,11 @@ def _print_note(note: Optional[str]) -> None:
         print(f'note: {note}', file=sys.stderr)
 
 
+_OUTCOME_LABELS = {'closest': ', no direct answer: the closest passages', 'not_found': ', not found',
+                   'unavailable': ', the store is unavailable'}
+"""dict[str, str]: how ``ask`` names an outcome other than an answer in its last line."""
+
+
 def cmd_ask(args: argparse.Namespace) -> int:
     """Answer one question and print the answer with its sources, numbered like the answer's [n] markers."""
     _require_question(args.question)
@@ -229,7 +234,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(json.dumps({'answer': result.answer, 'cited': result.cited, 'sources': sources,
                           'llm_name': result.llm_name, 'confidence': result.confidence,
                           'abstained': result.abstained, 'degraded': result.degraded, 'cached': result.cached,
-                          'note': result.note},
+                          'note': result.note, 'outcome': result.outcome},
                          indent=2, ensure_ascii=False))
         return 0
     print(result.answer)
@@ -238,9 +243,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
         for s in sources:
             page = f', page {s["page"]}' if s['page'] is not None else ''
             print(f'  {"*" if s["cited"] else " "}[{s["n"]}] {s["source"]}{page} (score {s["score"]:.2f})')
-    print(f'\n({result.llm_name}, confidence: {result.confidence}'
-          + (', abstained' if result.abstained else '') + (', degraded' if result.degraded else '')
-          + (', from the answer cache' if result.cached else '') + ')')
+    print(f'\n({result.llm_name}, confidence: {result.confidence}{_OUTCOME_LABELS.get(result.outcome, "")}'
+          + (', degraded' if result.degraded else '') + (', from the answer cache' if result.cached else '') + ')')
     return 0
 
 
@@ -447,6 +451,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from rag_plugin.evaluation import (DEFAULT_CONFIGS, format_table, plot, results_to_dict, run_evaluation)
     if args.plot:  # before the evaluation runs, not after
         require('matplotlib', 'eval', 'the evaluation plots (--plot)')
+    baseline = _eval_baseline(args)
     ks = args.k  # a tuple (the parser's type)
     configs = tuple(c for c in (args.configs or ','.join(DEFAULT_CONFIGS)).split(',') if c)
     results = run_evaluation(args.pdfs, args.qa, ks, configs, args.baseline, args.cache, args.threshold,
@@ -459,7 +464,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         answers = run_answer_evaluation(args.pdfs, args.qa, configs, args.cache, progress=False, per_question=rows,
                                         backend=args.backend)
         print()
-        print(format_answer_table(answers))
+        print(format_answer_table(answers, baseline, args.compare))
         if args.per_question:
             with open(args.per_question, 'w', encoding='utf-8') as f:
                 f.writelines(json.dumps(row, ensure_ascii=False) + '\n' for row in rows)
@@ -472,6 +477,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
         name = os.path.basename(folder)
         plot(results, ks, args.plot, title=os.path.basename(os.path.dirname(folder)) if name == 'pdfs' else name)
     return 0
+
+
+def _eval_baseline(args: argparse.Namespace) -> Optional[dict]:
+    """The per-set reports of ``eval --compare FILE`` (None without it), read before anything is evaluated."""
+    if not args.compare:
+        return None
+    if not args.answers:
+        raise UsageError('--compare compares the answers of two runs: add --answers')
+    from rag_plugin.evaluation import load_baseline
+    try:
+        return load_baseline(args.compare)
+    except (OSError, ValueError) as e:  # json's decode error is a ValueError
+        raise UsageError(str(e)) from None
 
 
 def cmd_setup_nltk(args: argparse.Namespace) -> int:
@@ -521,7 +539,8 @@ def build_parser() -> argparse.ArgumentParser:
                                         'rag_trace.jsonl in the store folder)')
     p.add_argument('--json', action='store_true',
                    help='print {"answer", "cited", "sources": [{"n", "source", "page", "score", "chunk_id", '
-                        '"cited"}], "llm_name", "confidence", "abstained", "degraded", "cached", "note"}; source n is '
+                        '"cited"}], "llm_name", "confidence", "abstained", "degraded", "cached", "note", '
+                        '"outcome"}; source n is '
                         'fragment [n]; note: says when the question was cut (over the length limit), else null')
     p.set_defaults(func=cmd_ask)
 
@@ -622,13 +641,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--backend', choices=('chroma', 'postgres'), default='chroma',
                    help='the store evaluated: chroma, or postgres (the same chunks and embeddings copied into '
                         'PostgreSQL: RAG_PLUGIN_DATABASE_URL, else a private pgserver in the cache folder)')
-    p.add_argument('--json', help='write the results as JSON to this file')
+    p.add_argument('--json', '--json-out', dest='json', metavar='FILE',
+                   help='write the results as JSON to this file (with --answers: per set too, for --compare)')
     p.add_argument('--json-only', action='store_true', help='no progress output')
     p.add_argument('--plot', help='save a PNG of hit@k and the abstention trade-off')
     p.add_argument('--answers', action='store_true',
-                   help='also run every question through RAG.run: abstention, citation accuracy, answer recall')
+                   help='also run every question through RAG.run: outcomes per set (answer, closest, '
+                        'not_found) against their targets, citation accuracy, answer recall')
     p.add_argument('--per-question', metavar='OUT.jsonl',
-                   help='with --answers: write one line per question (abstained, reason, retrieved, answer)')
+                   help='with --answers: write one line per question (set, outcome, reason, retrieved, answer, '
+                        'passages shown)')
+    p.add_argument('--compare', metavar='FILE',
+                   help='with --answers: print the change per set against an earlier run saved with --json-out, '
+                        'and check the targets relative to it')
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser('setup-nltk', help="write the offline 'punkt' model BBF needs (no download)")

@@ -14,7 +14,7 @@ import re
 import statistics
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -38,7 +38,12 @@ Retrieve = Callable[[str, int], list[Document]]
 
 @dataclass
 class QAItem:
-    """One evaluation question."""
+    """One evaluation question.
+
+    ``set`` is the name of its QA file (without ``.jsonl``), ``half`` its ``calibration`` / ``validation`` half
+    when the file splits it, ``lang`` its language when not English (``lang``, or the ``spanish`` / ``catalan``
+    style), ``style`` how it is phrased (a user-style set's items have one).
+    """
     id: str
     question: str
     sources: list[str]
@@ -46,6 +51,13 @@ class QAItem:
     answerable: bool = True
     answer: str = ''
     evidence: str = ''
+    set: str = ''
+    half: str = ''
+    lang: str = ''
+    style: list[str] = field(default_factory=list)
+
+
+_STYLE_LANGUAGES = {'spanish': 'es', 'catalan': 'ca'}
 
 
 def load_qa(path: str | Path) -> list[QAItem]:
@@ -59,8 +71,12 @@ def load_qa(path: str | Path) -> list[QAItem]:
         citations = [(c['source'], int(c['page'])) for c in row.get('citations') or []]
         if not citations and row.get('source'):
             citations = [(row['source'], int(p)) for p in row.get('pages') or []]
+        style = row.get('style') or []
+        style = [style] if isinstance(style, str) else list(style)
+        lang = row.get('lang') or next((_STYLE_LANGUAGES[s] for s in style if s in _STYLE_LANGUAGES), '')
         items.append(QAItem(str(row.get('id', n)), row['question'], sources, citations,
-                            bool(row.get('answerable', True)), row.get('answer') or '', row.get('evidence') or ''))
+                            bool(row.get('answerable', True)), row.get('answer') or '', row.get('evidence') or '',
+                            Path(path).stem, str(row.get('half') or ''), lang, style))
     return items
 
 
@@ -69,6 +85,12 @@ def _rank(docs: list[Document], match: Callable[[dict], bool]) -> Optional[int]:
         if match(doc.metadata):
             return i
     return None
+
+
+def gold_page_rank(docs: list[Document], item: QAItem) -> Optional[int]:
+    """The rank (1-based) of the first chunk on one of the item's cited pages (exactly), None when none is."""
+    cited = set(item.citations)
+    return _rank(docs, lambda m: (m.get('source'), m.get('page')) in cited)
 
 
 @dataclass
@@ -203,7 +225,7 @@ def evaluate_retriever(name: str, retrieve: Retrieve, items: list[QAItem], ks: t
         cited = set(item.citations)
         doc_ranks.append(_rank(docs, lambda m: m.get('source') in sources))
         if cited:
-            page_ranks.append(_rank(docs, lambda m: (m.get('source'), m.get('page')) in cited))
+            page_ranks.append(gold_page_rank(docs, item))
             near_ranks.append(_rank(docs, lambda m: any(m.get('source') == s and m.get('page') is not None
                                                         and abs(int(m['page']) - p) <= 1 for s, p in cited)))
     for k in ks:
@@ -499,6 +521,135 @@ def token_recall(reference: str, answer: str) -> float:
     return len(wanted & set(tokens(answer))) / len(wanted) if wanted else 1.0
 
 
+OUTCOMES = ('answer', 'closest', 'not_found')
+"""tuple[str]: how ``RAG.run`` ends (``RAGMessage.outcome``): sentences that answer, the closest passages shown,
+nothing. Any other outcome (``unavailable``: the store failed) is counted in a row of its own."""
+
+MAX_NOT_FOUND = 0.05
+"""float: target: at most this share of a set's answerable questions end ``not_found``."""
+MAX_WRONG_ANSWER = 0.10
+"""float: target: at most this share of a set's unanswerable questions end ``answer``."""
+MIN_ANSWERED = 0.90
+"""float: target: at least this share of an original set's answerable questions end ``answer``."""
+MAX_ANSWERED_DROP = 0.05
+"""float: target: a user-style set's share of answerable questions ending ``answer`` drops at most this much from a
+baseline run (``--compare``)."""
+MIN_ANSWER_ON_GOLD = 0.85
+"""float: target: at least this share of the ``answer`` outcomes cite a fragment on a gold page (+-1)."""
+MIN_CLOSEST_ON_GOLD = 0.60
+"""float: target: at least this share of the ``closest`` outcomes show a passage on a gold page (+-1)."""
+MAX_PAGE_HIT_DROP = 0.02
+"""float: target: retrieval page hit@4 drops at most this much from a baseline run (``--compare``)."""
+
+
+def message_outcome(message) -> str:
+    """How a reply ended: its ``outcome``; for a RAG that does not set one, ``not_found`` when it abstained, else
+    ``answer``."""
+    return getattr(message, 'outcome', None) or ('not_found' if message.abstained else 'answer')
+
+
+@dataclass
+class SetReport:
+    """How the questions of one set (a QA file, or one of its halves or languages) ended under one configuration.
+
+    Attributes:
+        name (str): the QA file's name, or ``name [half]`` / ``name [language]``
+        user_style (bool): its questions are phrased as people type (its items have a ``style``): its answer rate is
+            held to a baseline run, not to :data:`MIN_ANSWERED`
+        n_answerable (int): answerable questions
+        n_unanswerable (int): unanswerable questions
+        answerable (dict[str, int]): answerable questions by outcome
+        unanswerable (dict[str, int]): unanswerable questions by outcome
+        answer_on_gold (float | None): of the answerable questions ending ``answer``, the share citing a fragment on
+            a gold page (+-1; the gold document when the item has no pages)
+        closest_on_gold (float | None): of the answerable questions ending ``closest``, the share showing a passage
+            on a gold page (+-1)
+        page_hit4 (float | None): retrieval page hit@4 (exact page, as the retrieval table) of its answerable
+            questions with pages
+    """
+    name: str
+    user_style: bool = False
+    n_answerable: int = 0
+    n_unanswerable: int = 0
+    answerable: dict = field(default_factory=dict)
+    unanswerable: dict = field(default_factory=dict)
+    answer_on_gold: Optional[float] = None
+    closest_on_gold: Optional[float] = None
+    page_hit4: Optional[float] = None
+
+    def share(self, answerable: bool, outcome: str) -> Optional[float]:
+        """The share of the answerable (or unanswerable) questions that ended in ``outcome`` (None: there are none)."""
+        n = self.n_answerable if answerable else self.n_unanswerable
+        return (self.answerable if answerable else self.unanswerable).get(outcome, 0) / n if n else None
+
+
+def set_groups(items: list[QAItem]) -> list[tuple[str, list[int]]]:
+    """The sets reported, each with the indexes of its items: every QA file, then its halves and its languages when
+    it has more than one."""
+    files: dict[str, list[int]] = {}
+    for i, item in enumerate(items):
+        files.setdefault(item.set or 'questions', []).append(i)
+    groups = []
+    for name, members in files.items():
+        groups.append((name, members))
+        for part_of in (lambda item: item.half or 'no half', lambda item: item.lang or 'en'):
+            parts: dict[str, list[int]] = {}
+            for i in members:
+                parts.setdefault(part_of(items[i]), []).append(i)
+            if len(parts) > 1:
+                groups.extend((f'{name} [{part}]', indexes) for part, indexes in parts.items())
+    return groups
+
+
+def _share(flags: list) -> Optional[float]:
+    return sum(map(bool, flags)) / len(flags) if flags else None
+
+
+def set_report(name: str, items: list[QAItem], rows: list[dict]) -> SetReport:
+    """The report of one set from its items and their per-question rows (see :func:`evaluate_answers`)."""
+    report = SetReport(name, user_style=any(item.style for item in items))
+    for item, row in zip(items, rows):
+        counts = report.answerable if item.answerable else report.unanswerable
+        counts[row['outcome']] = counts.get(row['outcome'], 0) + 1
+    report.n_answerable = sum(item.answerable for item in items)
+    report.n_unanswerable = len(items) - report.n_answerable
+
+    def ended(outcome: str) -> list[dict]:  # the rows of the answerable questions that ended in ``outcome``
+        return [row for row in rows if row['answerable'] and row['outcome'] == outcome]
+    report.answer_on_gold = _share([row['citation_ok'] for row in ended('answer')])
+    report.closest_on_gold = _share([row['closest_ok'] for row in ended('closest')])
+    report.page_hit4 = _share([row['page_hit@4'] for row in rows if 'page_hit@4' in row])
+    return report
+
+
+def _at_least(value: Optional[float], low: float) -> Optional[bool]:
+    return None if value is None else value >= low - 1e-9
+
+
+def _at_most(value: Optional[float], high: float) -> Optional[bool]:
+    return None if value is None else value <= high + 1e-9
+
+
+def target_checks(report: SetReport, baseline: Optional[SetReport] = None) -> dict[str, Optional[bool]]:
+    """Whether a set meets each target: True, False, or None when it cannot tell (no such questions; no baseline
+    for a target relative to one).
+
+    Keys: ``answered`` (answerable ending ``answer``: :data:`MIN_ANSWERED`, or on a user-style set at most
+    :data:`MAX_ANSWERED_DROP` below the baseline), ``not_found``, ``wrong_answer`` (unanswerable ending ``answer``),
+    ``answer_on_gold``, ``closest_on_gold``, ``page_hit4`` (at most :data:`MAX_PAGE_HIT_DROP` below the baseline).
+    """
+    def kept(now: Optional[float], then: Optional[float], drop: float) -> Optional[bool]:
+        return None if then is None else _at_least(now, then - drop)
+    answered = report.share(True, 'answer')
+    return {'answered': (kept(answered, baseline.share(True, 'answer') if baseline else None, MAX_ANSWERED_DROP)
+                         if report.user_style else _at_least(answered, MIN_ANSWERED)),
+            'not_found': _at_most(report.share(True, 'not_found'), MAX_NOT_FOUND),
+            'wrong_answer': _at_most(report.share(False, 'answer'), MAX_WRONG_ANSWER),
+            'answer_on_gold': _at_least(report.answer_on_gold, MIN_ANSWER_ON_GOLD),
+            'closest_on_gold': _at_least(report.closest_on_gold, MIN_CLOSEST_ON_GOLD),
+            'page_hit4': kept(report.page_hit4, baseline.page_hit4 if baseline else None, MAX_PAGE_HIT_DROP)}
+
+
 @dataclass
 class AnswerResult:
     """Answer-level metrics of one RAG configuration (every question through ``RAG.run``).
@@ -507,8 +658,8 @@ class AnswerResult:
         name (str): the configuration
         n_answerable (int): answerable questions
         n_unanswerable (int): unanswerable questions
-        false_abstention (float): share of answerable questions the RAG refused
-        correct_abstention (float | None): share of unanswerable questions it refused
+        false_abstention (float): share of answerable questions the RAG abstained on (``closest`` or ``not_found``)
+        correct_abstention (float | None): share of unanswerable questions it abstained on
         citation_accuracy (float): share of answerable questions whose answer cites a fragment on a gold page
             (+-1; the gold document when the item has no pages); a refusal counts as a miss
         evidence_recall (float | None): share of answerable questions with an ``evidence`` sentence whose answer
@@ -519,6 +670,7 @@ class AnswerResult:
         latency_p50_ms (float): median ``RAG.run`` latency
         latency_p95_ms (float): 95th percentile
         refusals (dict[str, int]): refusals by who refused (guard check or answerer)
+        sets (list[SetReport]): the outcomes per set (see :func:`set_groups`)
     """
     name: str
     n_answerable: int = 0
@@ -532,6 +684,7 @@ class AnswerResult:
     latency_p50_ms: float = 0.0
     latency_p95_ms: float = 0.0
     refusals: dict = field(default_factory=dict)
+    sets: list[SetReport] = field(default_factory=list)
 
 
 def _on_gold(metadata: dict, item: QAItem) -> bool:
@@ -542,7 +695,9 @@ def _on_gold(metadata: dict, item: QAItem) -> bool:
 
 
 def evaluate_answers(name: str, rag, items: list[QAItem], per_question: Optional[list] = None) -> AnswerResult:
-    """Run every question through ``rag.run`` (no session) and measure the answers.
+    """Run every question through ``rag.run`` (no session) and measure the answers, over all the questions and per
+    set (:attr:`AnswerResult.sets`); each answerable question with pages is also retrieved with ``rag.retriever``
+    for the sets' page hit@4.
 
     Args:
         name (str): the configuration's name in the table
@@ -550,8 +705,8 @@ def evaluate_answers(name: str, rag, items: list[QAItem], per_question: Optional
         items (list[QAItem]): the questions
         per_question (list): when given, one dict per question is appended (see ``--per-question``)
     """
-
     result = AnswerResult(name)
+    rows: list[dict] = []
     tracer = rag.tracer
     folder = tempfile.TemporaryDirectory()
     if tracer is None:
@@ -571,13 +726,18 @@ def evaluate_answers(name: str, rag, items: list[QAItem], per_question: Optional
             if message.abstained:
                 key = f'{who or "other"}: {reason.split(":")[0]}' if reason else who or 'other'
                 result.refusals[key] = result.refusals.get(key, 0) + 1
-            row = {'id': item.id, 'question': item.question, 'answerable': item.answerable,
+            outcome = message_outcome(message)
+            row = {'id': item.id, 'set': item.set, 'half': item.half, 'lang': item.lang, 'question': item.question,
+                   'answerable': item.answerable, 'outcome': outcome,
                    'abstained': message.abstained, 'refused_by': who if message.abstained else None,
                    'reason': reason, 'query': message.query,
                    'retrieved': [{'chunk_id': d.metadata.get('chunk_id'), 'source': d.metadata.get('source'),
                                   'page': d.metadata.get('page'), 'score': d.metadata.get('score')}
                                  for d in message.docs],
                    'cited': message.cited, 'answer': message.answer}
+            if outcome == 'closest':
+                row['shown'] = [{'n': s.get('n'), 'source': s.get('source'), 'page': s.get('page')}
+                                for s in message.sources]
             if not item.answerable:
                 result.n_unanswerable += 1
                 correct += message.abstained
@@ -588,9 +748,13 @@ def evaluate_answers(name: str, rag, items: list[QAItem], per_question: Optional
                     _on_gold(message.docs[n - 1].metadata, item) for n in message.cited if n <= len(message.docs))
                 cited_ok += ok
                 row['citation_ok'] = ok
+                if outcome == 'closest':
+                    row['closest_ok'] = any(_on_gold(s, item) for s in message.sources)
                 if item.citations:
                     n_pages += 1
                     page_hits += any(_on_gold(chunk, item) for chunk in record.get('retrieved') or [])
+                    rank = gold_page_rank(rag.retriever.retrieve(item.question, 10), item)  # as the retrieval table
+                    row['page_hit@4'] = rank is not None and rank <= 4
                 answer = '' if message.abstained else message.answer
                 if item.evidence:
                     n_evidence += 1
@@ -599,11 +763,14 @@ def evaluate_answers(name: str, rag, items: list[QAItem], per_question: Optional
                 if item.answer:
                     row['answer_recall'] = round(token_recall(item.answer, answer), 3)
                     recalls.append(row['answer_recall'])
-            if per_question is not None:
-                per_question.append(row)
+            rows.append(row)
     finally:
         rag.tracer = tracer
         folder.cleanup()
+    if per_question is not None:
+        per_question.extend(rows)
+    result.sets = [set_report(label, [items[i] for i in indexes], [rows[i] for i in indexes])
+                   for label, indexes in set_groups(items)]
     if result.n_answerable:
         result.false_abstention = false / result.n_answerable
         result.citation_accuracy = cited_ok / result.n_answerable
@@ -617,10 +784,132 @@ def evaluate_answers(name: str, rag, items: list[QAItem], per_question: Optional
     return result
 
 
-def format_answer_table(results: list[AnswerResult]) -> str:
-    """Render answer-level results side by side (Markdown-compatible)."""
+def _markdown(rows: list[tuple]) -> list[str]:
+    """The lines of a Markdown-compatible table, its first row the header."""
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    lines = ['| ' + ' | '.join(str(c).ljust(w) for c, w in zip(row, widths)) + ' |' for row in rows]
+    lines.insert(1, '|' + '|'.join('-' * (w + 2) for w in widths) + '|')
+    return lines
+
+
+def _points(share: float) -> str:
+    return f'{100 * share:.0f}'
+
+
+_MATRIX_TARGETS = {(True, 'answer'): ('answered', f'≥ {_points(MIN_ANSWERED)}% (user-style: ≥ baseline - '
+                                                  f'{_points(MAX_ANSWERED_DROP)} points)'),
+                   (True, 'not_found'): ('not_found', f'≤ {_points(MAX_NOT_FOUND)}%'),
+                   (False, 'answer'): ('wrong_answer', f'≤ {_points(MAX_WRONG_ANSWER)}%')}
+
+
+def _matrix(reports: list[SetReport]) -> list[tuple[bool, str, str]]:
+    """The matrix's rows: (answerable, outcome, label); outcomes beyond :data:`OUTCOMES` only when they occur."""
+    seen = {o for r in reports for o in (*r.answerable, *r.unanswerable)}
+    outcomes = [*OUTCOMES, *sorted(seen - set(OUTCOMES))]
+    return [(answerable, o, f'{"answerable" if answerable else "unanswerable"} → {o}')
+            for answerable in (True, False) for o in outcomes]
+
+
+def format_outcome_table(result: AnswerResult, baseline: Optional[dict] = None) -> str:
+    """One configuration's outcomes per set (Markdown-compatible): the matrix as counts and shares, the gold-page
+    rates of ``answer`` and ``closest``, retrieval page hit@4, each target's ✓ / ✗ where it can be checked.
+
+    Args:
+        result (AnswerResult): the configuration's results
+        baseline (dict): ``{(configuration, set): SetReport}`` of an earlier run (:func:`load_baseline`), for the
+            targets relative to it
+    """
+    reports = result.sets
+    checks = [target_checks(r, (baseline or {}).get((result.name, r.name))) for r in reports]
+
+    def marked(cells: list[str], key: str) -> list[str]:
+        return [c if c == '-' or check[key] is None else f'{c} {"✓" if check[key] else "✗"}'
+                for c, check in zip(cells, checks)]
+
+    def count(r: SetReport, answerable: bool, outcome: str) -> str:
+        share = r.share(answerable, outcome)
+        counts = r.answerable if answerable else r.unanswerable
+        return '-' if share is None else f'{counts.get(outcome, 0)} ({100 * share:.1f}%)'
+
+    def rate(value: Optional[float], n: int) -> str:
+        return '-' if value is None else f'{round(value * n)}/{n} ({100 * value:.1f}%)'
+
+    rows = [(f'outcomes ({result.name})', 'target', *[r.name for r in reports]),
+            ('answerable / unanswerable', '', *[f'{r.n_answerable} / {r.n_unanswerable}' for r in reports])]
+    for answerable, outcome, label in _matrix(reports):
+        key, target = _MATRIX_TARGETS.get((answerable, outcome), (None, ''))
+        cells = [count(r, answerable, outcome) for r in reports]
+        rows.append((label, target, *(marked(cells, key) if key else cells)))
+    rows.append(('answer: a cited fragment on a gold page (±1)', f'≥ {_points(MIN_ANSWER_ON_GOLD)}%',
+                 *marked([rate(r.answer_on_gold, r.answerable.get('answer', 0)) for r in reports], 'answer_on_gold')))
+    rows.append(('closest: a shown passage on a gold page (±1)', f'≥ {_points(MIN_CLOSEST_ON_GOLD)}%',
+                 *marked([rate(r.closest_on_gold, r.answerable.get('closest', 0)) for r in reports],
+                         'closest_on_gold')))
+    rows.append(('retrieval page hit@4', f'no drop > {_points(MAX_PAGE_HIT_DROP)} points',
+                 *marked(['-' if r.page_hit4 is None else f'{100 * r.page_hit4:.1f}%' for r in reports],
+                         'page_hit4')))
+    met = [[v for v in check.values() if v is not None] for check in checks]
+    rows.append(('targets met', '', *[f'{sum(m)}/{len(m)} {"✓" if all(m) else "✗"}' if m else '-' for m in met]))
+    return '\n'.join(_markdown(rows))
+
+
+def format_change_table(result: AnswerResult, baseline: dict, label: str = 'baseline') -> str:
+    """One configuration's change per set against an earlier run (Markdown-compatible): ``before → now (delta)`` in
+    percent and points, ``-`` where either run lacks the set or the measure.
+
+    Args:
+        result (AnswerResult): the configuration's results
+        baseline (dict): ``{(configuration, set): SetReport}`` (:func:`load_baseline`)
+        label (str): what to call the earlier run in the header
+    """
+    pairs = [(r, baseline.get((result.name, r.name))) for r in result.sets]
+
+    def change(now: Optional[float], then: Optional[float]) -> str:
+        if now is None or then is None:
+            return '-'
+        return f'{100 * then:.1f}% → {100 * now:.1f}% ({round(100 * (now - then), 1) + 0.0:+.1f})'
+
+    measures = [(name, lambda r, a=answerable, o=outcome: r.share(a, o))
+                for answerable, outcome, name in _matrix(result.sets)]
+    measures += [('answer: a cited fragment on a gold page (±1)', lambda r: r.answer_on_gold),
+                 ('closest: a shown passage on a gold page (±1)', lambda r: r.closest_on_gold),
+                 ('retrieval page hit@4', lambda r: r.page_hit4)]
+    rows = [(f'change vs {label} ({result.name})', *[r.name for r, _ in pairs])]
+    rows += [(name, *[change(measure(r), measure(b) if b else None) for r, b in pairs]) for name, measure in measures]
+    return '\n'.join(_markdown(rows))
+
+
+def load_baseline(path: str | Path) -> dict:
+    """The per-set reports of an earlier ``eval --answers --json-out FILE`` run, for ``--compare``.
+
+    Returns:
+        dict: ``{(configuration, set): SetReport}``
+
+    Raises:
+        ValueError: the file holds no per-set answer report
+    """
+    data = json.loads(Path(path).read_text(encoding='utf-8'))
+    names = {f.name for f in fields(SetReport)}
+    answers = data.get('answers') if isinstance(data, dict) else None
+    reports = {(config['name'], s['name']): SetReport(**{k: v for k, v in s.items() if k in names})
+               for config in answers or [] for s in config.get('sets') or []}
+    if not reports:
+        raise ValueError(f'{path} has no per-set answer report: write one with eval --answers --json-out FILE')
+    return reports
+
+
+def format_answer_table(results: list[AnswerResult], baseline: Optional[dict] = None,
+                        baseline_label: str = 'baseline') -> str:
+    """Render answer-level results: per configuration the outcomes per set (:func:`format_outcome_table`) and,
+    with a baseline, the change against it; then the previous measures over all the questions, side by side."""
     def pct(value: Optional[float]) -> str:
         return '-' if value is None else f'{100 * value:.1f}%'
+    parts = []
+    for r in results:
+        if r.sets:
+            parts.append(format_outcome_table(r, baseline))
+            if baseline is not None:
+                parts.append(format_change_table(r, baseline, baseline_label))
     rows = [('metric', *[r.name for r in results]),
             ('answerable / unanswerable', *[f'{r.n_answerable} / {r.n_unanswerable}' for r in results]),
             ('false abstention', *[pct(r.false_abstention) for r in results]),
@@ -631,13 +920,12 @@ def format_answer_table(results: list[AnswerResult]) -> str:
             ('reference answer recall (mean)', *[pct(r.answer_recall) for r in results]),
             ('RAG.run p50 ms', *[f'{r.latency_p50_ms:.0f}' for r in results]),
             ('RAG.run p95 ms', *[f'{r.latency_p95_ms:.0f}' for r in results])]
-    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
-    lines = ['| ' + ' | '.join(str(c).ljust(w) for c, w in zip(row, widths)) + ' |' for row in rows]
-    lines.insert(1, '|' + '|'.join('-' * (w + 2) for w in widths) + '|')
+    lines = ['all questions together (an abstention: closest or not_found):', *_markdown(rows)]
     for r in results:
         if r.refusals:
             lines.append(f'refusals ({r.name}): ' + ', '.join(f'{k} x{v}' for k, v in sorted(r.refusals.items())))
-    return '\n'.join(lines)
+    parts.append('\n'.join(lines))
+    return '\n\n'.join(parts)
 
 
 def run_answer_evaluation(pdfs: str, qa_files: list[str], configs: tuple[str, ...] = ('hybrid-convex',),

@@ -1,6 +1,6 @@
 """Guard: decide whether the retrieved chunks are relevant enough to answer from, and how confident to be.
 
-The guard judges **meaning, not spelling** (see README, "The guard"):
+The guard judges **meaning, not spelling** (see README, "The guard and graded answers"):
 
 1. **Similarity**: the best chunk's cosine score (the scale of :mod:`rag_plugin.retrieve`) must reach
    ``threshold``. This rejects questions far from the documents ("Who won the World Cup?"), for every LLM.
@@ -19,7 +19,11 @@ hybrid retriever only. With a **generative** LLM only check 1 applies before the
 the LLM's call (the prompt asks it to say when the fragments do not contain the answer, and
 :mod:`rag_plugin.generate.refusal` turns that reply into an abstention).
 
-If a check fails the RAG abstains: it answers an honest "not in the documents" and does not call the LLM.
+Only check 1 ends a run as ``not_found`` (an honest "not in the documents", no LLM call). Checks 2 and 3 cannot tell
+well enough, for questions asked in everyday words, whether the documents answer (measured: README, "The guard and
+graded answers"):
+when they fail, the guard is *unsure*, and the run shows the closest passages instead of an answer
+(:mod:`rag_plugin.outcome`), so that being wrong costs the user little either way.
 """
 from __future__ import annotations
 
@@ -37,7 +41,8 @@ from rag_plugin.text import (STOP_WORDS, WORD, fold, found, is_common_english, l
 from rag_plugin.text.abbreviations import ABBREVIATIONS
 
 DEFAULT_RELEVANCE_THRESHOLD = 0.2
-"""float: default similarity threshold for all-MiniLM-L6-v2 cosine scores (measured; README, "The guard")."""
+"""float: default similarity threshold for all-MiniLM-L6-v2 cosine scores (measured; README, "The guard and graded
+answers")."""
 
 DEFAULT_MIN_COVERAGE = 0.5
 """float: default minimum IDF-weighted coverage of the question's words by the retrieved chunks (measured)."""
@@ -264,7 +269,7 @@ class GuardDecision:
     """The guard's verdict.
 
     Attributes:
-        abstain (bool): True when nothing relevant was retrieved
+        abstain (bool): True when nothing relevant was retrieved (clearly off the documents' subject): ``not_found``
         confidence (str): ``high``, ``medium`` or ``low``
         best_score (float | None): the score of the best chunk (None when nothing was retrieved)
         threshold (float): the similarity threshold applied
@@ -273,6 +278,8 @@ class GuardDecision:
         unknown (list[str]): the question's words the documents never mention (when measured)
         unknown_share (float | None): their share of the question's IDF weight (when measured)
         by_meaning (dict[str, str]): question words matched by meaning, with the chunk word that matched
+        unsure (bool): the chunks are on the subject, but the vocabulary or coverage check says they may not answer
+            it (``reason`` says why): the run shows the closest passages rather than an answer
     """
     abstain: bool
     confidence: str
@@ -283,6 +290,7 @@ class GuardDecision:
     unknown: list[str] = field(default_factory=list)
     unknown_share: float | None = None
     by_meaning: dict[str, str] = field(default_factory=dict)
+    unsure: bool = False
 
 
 class RelevanceGuard:
@@ -349,10 +357,10 @@ class RelevanceGuard:
         details = dict(coverage=coverage, unknown=match.unknown, unknown_share=round(share, 4),
                        by_meaning=match.by_meaning)
         if match.unknown and share >= self.max_unknown and language(question) in self.vocabulary_languages:
-            return GuardDecision(True, 'low', best, self.threshold,
+            return GuardDecision(False, 'low', best, self.threshold, unsure=True,
                                  reason=f'the documents never mention: {", ".join(match.unknown)}', **details)
         if coverage < self.min_coverage and best < self.coverage_below:
-            return GuardDecision(True, 'low', best, self.threshold,
+            return GuardDecision(False, 'low', best, self.threshold, unsure=True,
                                  reason="the question's key words are not in the retrieved text", **details)
         if coverage < HIGH_CONFIDENCE_COVERAGE and confidence == 'high':
             confidence = 'medium'

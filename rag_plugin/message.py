@@ -7,6 +7,23 @@ from typing import Optional
 
 from langchain_core.documents import Document
 
+ANSWER = 'answer'
+"""str: the outcome of a run whose answerer found sentences that answer the question (cited)."""
+
+CLOSEST = 'closest'
+"""str: the outcome of a run on the documents' subject whose answerer cannot tell whether they answer it: the reply
+says so, then shows the closest passages with their sources, for the user to judge."""
+
+NOT_FOUND = 'not_found'
+"""str: the outcome of a run whose question is clearly off the documents' subject, with an empty scope, or nothing
+retrieved: the RAG's ``not_found_answer``, no sources."""
+
+UNAVAILABLE = 'unavailable'
+"""str: the outcome of a run whose store failed: nothing could be searched (``degraded``)."""
+
+OUTCOMES = (ANSWER, CLOSEST, NOT_FOUND, UNAVAILABLE)
+"""tuple[str, ...]: every value of :attr:`RAGMessage.outcome`."""
+
 
 class RAGAnswerDict(dict):
     """The dict of a RAG answer, storable as JSON text by database drivers.
@@ -53,8 +70,8 @@ class RAGMessage:
         sources (list[dict]): ``{n, source, page, chunk_id, score, cited}`` per fragment, ``n`` being the number
             the answer's ``[n]`` markers use; those the answer cites first
         confidence (str): ``high``, ``medium`` or ``low``
-        abstained (bool): True when nothing relevant was found (the LLM was not called) or a generative LLM replied
-            that the fragments do not contain the answer; the answer is then the RAG's ``not_found_answer``
+        abstained (bool): True when the reply is not an answer: ``outcome`` ``closest``, ``not_found`` or
+            ``unavailable`` (BBF code that checks it keeps working)
         degraded (bool): True when the LLM failed and the extractive answerer answered instead
         query (str): the query that was actually searched (a rewrite of the question in a conversation)
         cited (list[int]): the fragment numbers the answer cites (1-based, valid ones only)
@@ -63,6 +80,9 @@ class RAGMessage:
         cached (bool): True when the answer comes from the semantic answer cache (:mod:`rag_plugin.cache`)
         note (str | None): what the user should know about how the question was taken: ``'question too long: only
             its first 4000 of 9000 characters were used'``; None when nothing
+        outcome (str): ``answer``, ``closest`` (the closest passages, shown as such: ``sources`` are exactly the
+            passages shown), ``not_found`` or ``unavailable`` (the store failed); by default ``not_found`` when
+            ``abstained``, ``unavailable`` when also ``degraded``, else ``answer``
 
     Attributes:
         llm_name (str): the name of the LLM that generated the answer
@@ -78,12 +98,14 @@ class RAGMessage:
         category (str | None): the topic of the answer (None when abstaining)
         cached (bool): whether the answer comes from the answer cache
         note (str | None): what the user should know about how the question was taken (None: nothing)
+        outcome (str): ``answer``, ``closest``, ``not_found`` or ``unavailable``
     """
 
     def __init__(self, llm_name: str, question: str, answer: str, docs: list[Document],
                  sources: Optional[list[dict]] = None, confidence: str = 'low', abstained: bool = False,
                  degraded: bool = False, query: Optional[str] = None, cited: Optional[list[int]] = None,
-                 category: Optional[str] = None, cached: bool = False, note: Optional[str] = None):
+                 category: Optional[str] = None, cached: bool = False, note: Optional[str] = None,
+                 outcome: Optional[str] = None):
         self.llm_name: str = llm_name
         self.question: str = question
         self.answer: str = answer
@@ -97,6 +119,11 @@ class RAGMessage:
         self.category: Optional[str] = category
         self.cached: bool = cached
         self.note: Optional[str] = note
+        if outcome is None:
+            outcome = (UNAVAILABLE if degraded else NOT_FOUND) if abstained else ANSWER
+        if outcome not in OUTCOMES:
+            raise ValueError(f'outcome must be one of {", ".join(OUTCOMES)}, got {outcome!r}')
+        self.outcome: str = outcome
 
     def to_dict(self) -> dict:
         """Return BBF's keys (``llm_name``, ``question``, ``answer``, ``docs``) plus this plugin's fields."""
@@ -107,7 +134,7 @@ class RAGMessage:
         result.update({
             'sources': self.sources, 'confidence': self.confidence, 'abstained': self.abstained,
             'degraded': self.degraded, 'query': self.query, 'cited': self.cited, 'category': self.category,
-            'cached': self.cached, 'note': self.note,
+            'cached': self.cached, 'note': self.note, 'outcome': self.outcome,
         })
         return result
 
@@ -120,4 +147,4 @@ class RAGMessage:
                    sources=data.get('sources'), confidence=data.get('confidence', 'low'),
                    abstained=bool(data.get('abstained')), degraded=bool(data.get('degraded')),
                    query=data.get('query'), cited=data.get('cited'), category=data.get('category'),
-                   cached=bool(data.get('cached')), note=data.get('note'))
+                   cached=bool(data.get('cached')), note=data.get('note'), outcome=data.get('outcome'))

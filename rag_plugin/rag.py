@@ -31,7 +31,10 @@ from rag_plugin.ingest.limits import ParseLimits
 from rag_plugin.ingest.loaders import PDF_EXTENSIONS, file_digest
 from rag_plugin.ingest.uploads import decode_upload
 from rag_plugin.inputs import check_filter, check_question, cut_question
-from rag_plugin.message import RAGMessage
+from rag_plugin.generate.extractive import ExtractiveAnswerer
+from rag_plugin.message import ANSWER, NOT_FOUND, UNAVAILABLE, RAGMessage
+from rag_plugin.outcome import closest_reply
+from rag_plugin.rerank import SentenceReranker
 from rag_plugin.query_memo import RecentQueries
 from rag_plugin.retrieve import default_retriever
 from rag_plugin.session_uploads import SHARED_UPLOADS_KEY, SessionUploads, merge, refused, upload_mode
@@ -189,7 +192,8 @@ class RAG:
             max_history_turns=max_history_turns, max_question_chars=max_question_chars, write_lock_timeout=UNSET,
             answer_cache=cache if isinstance(cache, str) else UNSET, uploads=UNSET, upload_ttl=UNSET,
             max_session_uploads=UNSET, max_session_chunks=UNSET, max_pages=UNSET, max_text_mb=UNSET,
-            max_inflated_mb=UNSET, max_chunks=UNSET, upload_parse_memory_mb=UNSET, upload_parse_seconds=UNSET)
+            max_inflated_mb=UNSET, max_chunks=UNSET, upload_parse_memory_mb=UNSET, upload_parse_seconds=UNSET,
+            closest_on_llm_refusal=UNSET, rerank_pool=UNSET)
         k, num_previous_messages = int(s['k']), int(s['num_previous_messages'])
         self.vector_store: VectorStore = vector_store
         self.splitter: TextSplitter = splitter
@@ -201,6 +205,9 @@ class RAG:
         self.num_previous_messages: int = num_previous_messages
         self.not_found_answer: str = s['not_found_answer']
         self.max_question_chars: int = s['max_question_chars']
+        self.closest_on_llm_refusal: bool = s['closest_on_llm_refusal']
+        self.closest_answerer = ExtractiveAnswerer(min_support=0.0)  # picks the closest passages
+        self.reranker = SentenceReranker(s['rerank_pool'], answerer=self.closest_answerer)
         self.max_upload_mb: float = MAX_UPLOAD_MB
         self.uploads = s['uploads']
         embeddings = getattr(vector_store, 'embeddings', None)
@@ -570,17 +577,21 @@ class RAG:
                 return cached
         try:
             with timer.stage('retrieve'):
-                retrieved = self._retrieve(self._search_text(query, signals), k, filter, own)
+                retrieved = self._retrieve(self._search_text(query, signals), k, filter, own, question)
         except Exception as e:  # noqa: BLE001 - a broken store must not crash the state body
             logger.error('[RAG] Retrieval failed: %s: %s', type(e).__name__, e)
             result = RAGMessage(llm_name, question, STORE_UNAVAILABLE_ANSWER, [], abstained=True, degraded=True,
-                                query=query, note=note)
+                                query=query, note=note, outcome=UNAVAILABLE)
             self._trace(session, result, [], None, None, timings, f'retrieval failed: {type(e).__name__}: {e}', note)
             self._remember(session, result)
             return result
         # Coverage is judged on what the user asked, not on words a rewrite carried over from earlier turns.
         decision = self.guard.check(retrieved, question, signals, not is_extractive(llm))
-        if decision.abstain:
+        if decision.by_meaning and not decision.abstain:
+            with timer.stage('expand'):
+                retrieved, decision = self._search_expanded(query, question, decision, retrieved, k, filter, own,
+                                                            signals, llm)
+        if decision.abstain or decision.unsure:
             with timer.stage('completion'):
                 query, retrieved, decision = self._search_completed(llm, question, history, k, filter,
                                                                     (query, retrieved, decision), own, signals)
@@ -593,20 +604,28 @@ class RAG:
                                                      query, decision.by_meaning, deadline)
             if not generation.answer.strip():  # the extractive answerer found no sentence that answers
                 refused_by = 'answerer'
-        if refused_by:
-            result = RAGMessage(llm_name, question, self.not_found_answer, [], confidence='low', abstained=True,
-                                query=query, degraded=bool(generation and generation.degraded))
-        else:
-            answer, cited = resolve_citations(generation.answer, retrieved)
-            if self._llm_refused(llm, generation):  # near-domain answerability is a generative LLM's call
+            elif self._llm_refused(llm, generation):  # near-domain answerability is a generative LLM's call
                 refused_by = 'llm'
-                result = RAGMessage(generation.llm_name, question, self.not_found_answer, [], confidence='low',
-                                    abstained=True, query=query)
-            else:
-                result = RAGMessage(generation.llm_name, question, answer, retrieved,
-                                    sources=list_sources(retrieved, cited), confidence=decision.confidence,
-                                    degraded=generation.degraded, query=query, cited=cited,
-                                    category=answer_category(retrieved, cited))
+            elif decision.unsure and not generation.degraded and is_extractive(llm):
+                refused_by = 'guard'
+        result = None
+        # On the subject but not surely answered (the guard unsure, no sentence that answers, the LLM's refusal):
+        # the closest passages, said as such. Clearly off the subject: not found.
+        if (refused_by == 'answerer' or refused_by == 'guard' and not decision.abstain
+                or refused_by == 'llm' and self.closest_on_llm_refusal):
+            with timer.stage('closest'):
+                passages = self.closest_answerer.closest(question, retrieved, self.embeddings, query,
+                                                         decision.by_meaning)
+                result = closest_reply(llm_name, question, query, retrieved, passages)
+        if result is None and refused_by:
+            result = RAGMessage(llm_name, question, self.not_found_answer, [], confidence='low', abstained=True,
+                                query=query, outcome=NOT_FOUND)
+        elif result is None:
+            answer, cited = resolve_citations(generation.answer, retrieved)
+            result = RAGMessage(generation.llm_name, question, answer, retrieved,
+                                sources=list_sources(retrieved, cited), confidence=decision.confidence,
+                                degraded=generation.degraded, query=query, cited=cited,
+                                category=answer_category(retrieved, cited), outcome=ANSWER)
         result.note = note
         if turn is not None:
             self._cache_stage.store(turn, result, cut=bool(note))
@@ -616,6 +635,21 @@ class RAG:
         self._trace(session, result, retrieved, decision, generation, timings, note=note, refused_by=refused_by,
                     cache=turn.report if turn is not None else None)
         return result
+
+    def _search_expanded(self, query: str, question: str, decision: GuardDecision, retrieved: list[Document],
+                         k: int, filter: Optional[dict], own: Any, signals: CorpusSignals, llm: 'LLM'
+                         ) -> tuple[list[Document], GuardDecision]:
+        """Search again with the documents' own words for the question's words the guard matched by meaning
+        ("yearly" -> "annual"): BM25 finds them only in the documents' words. Kept unless the guard then finds the
+        chunks off the subject (measured: README, "The guard and graded answers")."""
+        expanded = f"{query} {' '.join(dict.fromkeys(decision.by_meaning.values()))}"
+        try:
+            again = self._retrieve(self._search_text(expanded, signals), k, filter, own, question)
+        except Exception as e:  # noqa: BLE001 - the first search stands
+            logger.error('[RAG] Retrieval failed: %s: %s', type(e).__name__, e)
+            return retrieved, decision
+        second = self.guard.check(again, question, signals, not is_extractive(llm))
+        return (retrieved, decision) if second.abstain else (again, second)
 
     def _search_completed(self, llm: 'LLM', question: str, history: list, k: int, filter: Optional[dict],
                           searched: tuple[str, list[Document], GuardDecision], own: Any, signals: CorpusSignals
@@ -632,23 +666,27 @@ class RAG:
         if completion is None:
             return searched
         try:
-            retrieved = self._retrieve(self._search_text(completion, signals), k, filter, own)
+            retrieved = self._retrieve(self._search_text(completion, signals), k, filter, own, question)
         except Exception as e:  # noqa: BLE001 - the question as asked was searched; its result stands
             logger.error('[RAG] Retrieval failed: %s: %s', type(e).__name__, e)
             return searched
         decision = self.guard.check(retrieved, question, signals, not is_extractive(llm))
-        return searched if decision.abstain else (completion, retrieved, decision)
+        return searched if decision.abstain or decision.unsure else (completion, retrieved, decision)
 
     def corpus_version(self) -> str:
         """What the answer cache keys entries by: the store's ``version()`` (every process's writes), else this
         process's write count (see :func:`rag_plugin.cache.stage.corpus_version`)."""
         return corpus_version(self.vector_store, self._writes)
 
-    def _retrieve(self, query: str, k: int, filter: Optional[dict], own: Any) -> list[Document]:
+    def _retrieve(self, query: str, k: int, filter: Optional[dict], own: Any, question: str) -> list[Document]:
         """The ``k`` best chunks of the shared documents and, for a session with uploads, of its own (``own``: their
-        retriever; see :func:`rag_plugin.session_uploads.merge`)."""
-        docs = self.retriever.retrieve(query, k, filter)
-        return merge(docs, own.retrieve(query, k, filter), k) if own is not None else docs
+        retriever; see :func:`rag_plugin.session_uploads.merge`), from a larger pool re-ranked by how well a sentence of
+        each answers the question (:class:`~rag_plugin.rerank.SentenceReranker`)."""
+        depth = self.reranker.depth(k)
+        docs = self.retriever.retrieve(query, depth, filter)
+        if own is not None:
+            docs = merge(docs, own.retrieve(query, depth, filter), depth)
+        return self.reranker.rerank(question, docs, k, self.embeddings, query)
 
     def _search_text(self, query: str, signals: CorpusSignals) -> str:
         """The query as searched: abbreviations the documents do not use (``signals.knows``) are spelt out ("pwd" ->

@@ -161,6 +161,10 @@ RAG_MAX_QUESTION_CHARS = Setting('max_question_chars', int, DEFAULT_MAX_QUESTION
                                  'this many characters (0: no limit)')
 RAG_REWRITE_QUERIES = Setting('rewrite_queries', bool, True, 'rewrite follow-up questions into standalone search '
                               'queries')
+RAG_CLOSEST_ON_LLM_REFUSAL = Setting('closest_on_llm_refusal', bool, True, 'when a generative LLM replies that the '
+                                     'fragments do not contain the answer, show the closest passages (off: not found)')
+RAG_RERANK_POOL = Setting('rerank_pool', int, 0, 'chunks retrieved and re-ranked by how well a sentence of each answers '
+                          'the question before the k best are kept (0: no re-ranking)')
 RAG_MAX_HISTORY_TURNS = Setting('max_history_turns', int, 20, "turns kept per session by the RAG's own history")
 RAG_DATABASE_URL = Setting('database_url', str, None, 'PostgreSQL + pgvector connection URL of the store of the demo '
                            'bot and the command line (none: the Chroma folder rag.store)', env='RAG_PLUGIN_DATABASE_URL')

@@ -59,22 +59,18 @@ def run_record(session: Any, result: 'RAGMessage', retrieved: list['Document'], 
         timings (dict[str, float]): seconds per stage
         error (str): what failed, if anything
         note (str): a note on the question (e.g. it was cut)
-        refused_by (str): ``guard``, ``answerer`` or ``llm`` when the reply is an abstention
+        refused_by (str): ``guard``, ``answerer`` or ``llm`` when the reply is not an answer (``closest`` or
+            ``not_found``): who judged that the fragments do not surely answer
         route (str): ``retrieval``, ``overview`` or ``cache`` (answered from the semantic answer cache)
         cache (dict): what the answer cache did (``status`` hit / miss / refused / skipped / unavailable, the nearest
             cached ``question`` and its ``similarity``, why it was ``refused``, whether the answer was ``stored``);
             None when the cache is off
     """
-    if error:
-        outcome = 'error'
-    elif result.abstained:
-        outcome = 'abstained'
-    else:
-        outcome = 'degraded' if result.degraded else 'answered'
     record = {
         'time': datetime.now(timezone.utc).isoformat(timespec='milliseconds'),
         'session_id': getattr(session, 'id', None), 'question': result.question, 'query': result.query,
-        'outcome': outcome, 'refused_by': refused_by, 'llm_name': result.llm_name, 'error': error, 'note': note,
+        'outcome': result.outcome, 'degraded': result.degraded, 'refused_by': refused_by,
+        'llm_name': result.llm_name, 'error': error, 'note': note,
         'retrieved': [{'chunk_id': d.metadata.get('chunk_id'), 'score': d.metadata.get('score'),
                        'source': d.metadata.get('source'), 'page': d.metadata.get('page')} for d in retrieved],
         'guard': vars(decision) if decision else None,
@@ -87,7 +83,7 @@ def run_record(session: Any, result: 'RAGMessage', retrieved: list['Document'], 
         'cached': bool(getattr(result, 'cached', False)), 'cache': cache,
     }
     if refused_by == 'llm':
-        record['llm_answer'] = generation.answer  # the model's own words; the user got not_found_answer
+        record['llm_answer'] = generation.answer  # the model's own words; the user got the closest passages
     return record
 
 
@@ -133,7 +129,7 @@ def format_record(record: dict) -> str:
     characters from users' questions and the documents are shown as escapes (:func:`rag_plugin.text.printable`)."""
     stages = record.get('latency_ms', {})
     lines = [f"{record.get('time', '?')}  session={record.get('session_id') or '-'}  llm={record.get('llm_name')}"
-             f"  outcome={record.get('outcome')}",
+             f"  outcome={record.get('outcome')}" + ('  degraded' if record.get('degraded') else ''),
              f"  question: {record.get('question')}"]
     if record.get('query') != record.get('question'):
         lines.append(f"  searched: {record.get('query')}")
@@ -144,9 +140,9 @@ def format_record(record: dict) -> str:
     elif record.get('route') == 'overview':
         lines.append(f"  overview: {len(record.get('retrieved', []))} item(s) over the documents in scope (no guard)")
     else:
+        verdict = 'not found' if guard.get('abstain') else 'unsure' if guard.get('unsure') else 'answer'
         lines.append(f"  retrieval: {len(record.get('retrieved', []))} chunk(s), best score {guard.get('best_score')}"
-                     f" vs threshold {guard.get('threshold')} -> {'abstain' if guard.get('abstain') else 'answer'}"
-                     f" ({guard.get('confidence')})")
+                     f" vs threshold {guard.get('threshold')} -> {verdict} ({guard.get('confidence')})")
     if guard.get('reason'):
         lines.append(f"  guard: {guard['reason']}")
     if record.get('error'):

@@ -33,6 +33,21 @@ def text_pdf_bytes(pages: Sequence[str], title: Optional[str] = None) -> bytes:
     return bytes(pdf.output())
 
 
+def pieces_pdf_bytes(lines: Sequence[Sequence[str]]) -> bytes:
+    """A one-page PDF whose lines are drawn in pieces, each right after the one before, the way word processors
+    draw a word in two at a kerning pair: pypdf 4.x reads a space between two pieces ("Mana ger")."""
+    from fpdf import FPDF
+    pdf = FPDF()
+    pdf.set_font('Helvetica', size=11)
+    pdf.add_page()
+    for row, pieces in enumerate(lines):
+        x = 20.0
+        for piece in pieces:
+            pdf.text(x, 30 + 8 * row, piece)
+            x += pdf.get_string_width(piece)
+    return bytes(pdf.output())
+
+
 def make_text_pdf(path: Path, pages: Sequence[str], title: Optional[str] = None) -> Path:
     """Write a text PDF (see :func:`text_pdf_bytes`)."""
     return _write(path, text_pdf_bytes(pages, title))

@@ -91,6 +91,26 @@ def test_ask_numbers_sources_like_the_answer_markers(corpus_store_dir, tmp_path)
     assert (data['sources'][n - 1]['source'], data['sources'][n - 1]['page']) == ('integrations_and_api.pdf', 2)
 
 
+def test_ask_prints_the_closest_passages_with_their_sources(corpus_store_dir, tmp_path):
+    """Issue 26: a question the documents are about but do not answer prints the preface, each passage with its [n]
+    and file/page, the Sources list (every passage cited) and names the outcome in the last line."""
+    from rag_plugin.outcome import CLOSEST_PREFACE
+    args = ('ask', 'Can I use kanban boards in Nimbus Notes?', '--store', str(corpus_store_dir),
+            '--trace-file', str(tmp_path / 't.jsonl'))
+    data = json.loads(cli(*args, '--json').stdout)
+    plain = cli(*args)
+    assert plain.returncode == 0, plain.stderr
+    reply, sources, last = plain.stdout.strip().split('\n\n')
+    assert data['outcome'] == 'closest' and reply == data['answer']
+    preface, *passages = reply.splitlines()
+    assert preface == CLOSEST_PREFACE and len(passages) == len(data['sources']) >= 1
+    for n, (passage, source) in enumerate(zip(passages, data['sources']), start=1):
+        assert re.fullmatch(rf'- ".+" \[{n}\] \({re.escape(source["source"])}, page {source["page"]}\)', passage)
+    assert sources.splitlines() == ['Sources (* cited):'] + [
+        f'  *[{s["n"]}] {s["source"]}, page {s["page"]} (score {s["score"]:.2f})' for s in data['sources']]
+    assert last == '(extractive, confidence: low, no direct answer: the closest passages)'
+
+
 @pytest.mark.parametrize('question', ['', '   '])
 def test_empty_question_is_a_one_line_error(question, tmp_path):
     result = cli('ask', question, '--store', str(tmp_path / 'store'))
@@ -130,12 +150,12 @@ def test_ask_writes_the_default_trace_that_trace_shows_with_the_guard_reason(cor
     store = tmp_path / 'store'
     shutil.copytree(corpus_store_dir, store)
     result = cli('ask', 'What does error NN-9999 mean in the kitchen?', '--store', str(store))
-    assert result.returncode == 0 and 'abstained' in result.stdout
+    assert result.returncode == 0 and 'no direct answer: the closest passages' in result.stdout
     assert (store / 'rag_trace.jsonl').is_file()  # kept in the store folder
     shown = cli('trace', '--store', str(store), '-n', '10')
     assert shown.returncode == 0, shown.stderr
     assert 'question: What does error NN-9999 mean in the kitchen?' in shown.stdout
-    assert '-> abstain' in shown.stdout and 'guard: the documents never mention: ' in shown.stdout
+    assert '-> unsure' in shown.stdout and 'guard: the documents never mention: ' in shown.stdout
     empty = cli('trace', '--store', str(tmp_path / 'other'))
     assert empty.returncode == 2 and empty.stderr.startswith('error: no trace file at ')
 

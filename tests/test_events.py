@@ -133,6 +133,7 @@ def rag_message(**kwargs):
     ({'confidence': 'medium'}, 'answered', {'rag_answered'}),
     ({'confidence': 'low'}, 'low_confidence', {'rag_answered', 'rag_low_confidence'}),
     ({'abstained': True, 'confidence': 'low', 'docs': []}, 'abstained', {'rag_abstained'}),
+    ({'abstained': True, 'confidence': 'low', 'cited': [1], 'outcome': 'closest'}, 'closest', {'rag_closest'}),
     ({'degraded': True}, 'degraded', {'rag_answered', 'rag_degraded'}),
     ({'degraded': True, 'abstained': True, 'docs': []}, 'degraded', {'rag_degraded'}),  # the store failed
 ])
@@ -140,7 +141,7 @@ def test_events_and_outcome(fields, outcome, true_events):
     from rag_plugin.channels import events
     message = rag_message(**fields)
     assert events.rag_outcome(message) == outcome
-    names = ['rag_answered', 'rag_abstained', 'rag_low_confidence', 'rag_degraded']
+    names = ['rag_answered', 'rag_closest', 'rag_abstained', 'rag_low_confidence', 'rag_degraded']
     assert {name for name in names if getattr(events, name)(FakeSession(message), {})} == true_events
 
 
@@ -148,7 +149,8 @@ def test_events_have_bbf_event_signature():
     from besser.bot.library.event.event_template import event_template
 
     from rag_plugin.channels import events
-    for event in (events.rag_answered, events.rag_abstained, events.rag_low_confidence, events.rag_degraded):
+    for event in (events.rag_answered, events.rag_closest, events.rag_abstained, events.rag_low_confidence,
+                  events.rag_degraded):
         assert inspect.signature(event).parameters == inspect.signature(event_template).parameters
 
 

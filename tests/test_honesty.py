@@ -73,7 +73,7 @@ def test_trace_lines_are_json_with_the_retrieved_chunk_ids(make_rag, tmp_path):
     answered = rag.run(message='What is the API rate limit?')
     rag.run(message='Who won the 2018 FIFA World Cup?')
     lines = [json.loads(line) for line in trace.read_text().splitlines()]
-    assert [r['outcome'] for r in lines] == ['answered', 'abstained']
+    assert [r['outcome'] for r in lines] == ['answer', 'not_found']
     first = lines[0]
     assert [c['chunk_id'] for c in first['retrieved']] == [d.metadata['chunk_id'] for d in answered.docs]
     assert first['query'] == 'What is the API rate limit?' and first['llm_name'] == 'extractive'
@@ -138,6 +138,6 @@ def test_readable_trace_shows_the_guard_reason_and_errors():
               'guard': {'best_score': 0.31, 'threshold': 0.25, 'abstain': True, 'confidence': 'low',
                         'reason': 'the documents never mention: kitchen'}, 'latency_ms': {}, 'answer': 'no'}
     text = format_record(record)
-    assert '-> abstain (low)\n  guard: the documents never mention: kitchen' in text
+    assert '-> not found (low)\n  guard: the documents never mention: kitchen' in text
     failed = format_record({**record, 'guard': None, 'outcome': 'error', 'error': 'retrieval failed: OSError: x'})
     assert 'error: retrieval failed: OSError: x' in failed

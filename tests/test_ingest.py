@@ -987,3 +987,81 @@ def test_an_interrupted_upload_is_hidden_then_removed_by_the_next_write(tmp_path
     assert not set(row.partial_ids()) & set(store_ids(rag))
     assert_store_matches_ledger(rag)
     assert rag.run_retrieval('When does the parking garage open?', k=1)[0].metadata['source_id'] == 'garage.txt'
+
+
+# ---- words PDF extraction split -------------------------------------------------------------------------------------
+# Lines as pypdf 4.3.1 extracts them from the Northwind benefit handbooks and the SEC 10-Q filings.
+_SPLIT_LINES = {
+    'who h ave agreed to accept the Northwind Standard health plan’s set rates.':
+        'who have agreed to accept the Northwind Standard health plan’s set rates.',
+    'provider’s policy, you may be r equired to pay the balance billing amount up front.':
+        'provider’s policy, you may be required to pay the balance billing amount up front.',
+    'When you choose a non -participating provi der for your healthcare services':
+        'When you choose a non-participating provider for your healthcare services',
+    '• Make sure that your dentist is licensed to p ractice in your state':
+        '• Make sure that your dentist is licensed to practice in your state',
+    'The Compan y’s fiscal year is the 52- or 53-week period': 'The Company’s fiscal year is the 52- or 53-week period',
+    'CONDENSED CONSOLIDA TED ST ATEMENTS OF OPERA TIONS (Unaudited)':
+        'CONDENSED CONSOLIDATED STATEMENTS OF OPERATIONS (Unaudited)',
+    'ce computing customers. W e are uniquely positioned': 'ce computing customers. We are uniquely positioned',
+    'It is important to stay in -network and keep your out -of-pocket costs low':
+        'It is important to stay in-network and keep your out-of-pocket costs low',
+}
+# The same documents elsewhere: the joined words in one piece, and pairs of real words that are meant apart.
+_ELSEWHERE = ('Providers have agreed to this. Claims required; a provider in practice. The Company, condensed '
+              'consolidated statements of operations; we are. Statements of the company. In-network care. '
+              'Keep them apart: a part of the plan, go in to the office, it may be covered, maybe not; care '
+              'in network is into the plan. The Contoso Electronics handbook.')
+
+
+def test_words_pdf_extraction_split_are_joined_and_real_words_stay_apart():
+    from rag_plugin.text.repair import join_split_words
+    pages, joins = join_split_words([*_SPLIT_LINES, _ELSEWHERE])
+    assert pages[:-1] == list(_SPLIT_LINES.values())
+    assert pages[-1] == _ELSEWHERE and joins == 12
+    kept = ['a part of the plan, go in to the office, it may be covered',  # both pieces are words: apart stays apart
+            'The Contoso Electronics handbook',  # a capitalised word starts
+            'the bi lling amount',  # "billing" is nowhere in the document in one piece
+            'T o t a l   n e t   s a l e s',  # letter-spaced text: another fault
+            'Per donar-te d\'alta, paga l\'abonament de l\'alta del servei']  # "d'alta", "de l'alta": elision
+    assert join_split_words(kept + ['apart, into, maybe, totals, dalta, delta, Contosoelectronics'])[1] == 0
+    catalan = ['El servei de l\'alta i del pagament.']
+    assert join_split_words(catalan, 'ca') == (catalan, 0)
+
+
+def test_a_pdf_whose_words_are_drawn_in_pieces_is_read_with_whole_words(tmp_path):
+    from rag_plugin.ingest.loaders import load_pdf
+    data = fx.pieces_pdf_bytes([['Ask the office Mana', 'ger about billing.'],
+                                ['Visits to an in', '-network provider are cheaper.'],
+                                ['Your manager approves in-network visits.']])
+    text = load_pdf(tmp_path / 'handbook.pdf', data).pages[0].page_content
+    assert 'Ask the office Manager about billing.' in text
+    assert 'Visits to an in-network provider are cheaper.' in text
+
+
+def test_a_store_made_before_the_pdf_repair_splits_and_embeds_its_files_again(tmp_path, new_rag, monkeypatch):
+    """The PDF extraction is part of the chunking settings: chunks read before the repair are replaced by repaired
+    ones on the next ingestion, with no orphans."""
+    from rag_plugin.ingest import fingerprint, loaders
+    docs = tmp_path / 'docs'
+    fx._write(docs / 'handbook.pdf', fx.pieces_pdf_bytes([['Ask the office Mana', 'ger about billing.'],
+                                                          ['Your manager approves the visits.']]))
+    fx.make_text(docs / 'notes.md', '# Notes\n\n' + fx.long_text('notes', 2))
+    current = fingerprint.chunking_settings
+    with monkeypatch.context() as old:  # the plugin as it was: no repair, no extraction in the settings
+        old.setattr(loaders, 'join_split_words', lambda pages: (pages, 0))
+        old.setattr(fingerprint, 'chunking_settings',
+                    lambda splitter, contextual: {k: v for k, v in current(splitter, contextual).items()
+                                                  if k != 'extraction'})
+        first = new_rag().ingest(str(docs))
+        assert {f.status for f in first.files} == {'added'}
+        assert 'Mana ger' in ' '.join(c['_text'] for c in store_chunks(new_rag(), source_id='handbook.pdf').values())
+
+    rag = new_rag()
+    report = rag.ingest(str(docs))
+    assert {f.source_id: f.status for f in report.files} == {'handbook.pdf': 'updated', 'notes.md': 'updated'}
+    texts = ' '.join(c['_text'] for c in store_chunks(rag, source_id='handbook.pdf').values())
+    assert 'Ask the office Manager about billing.' in texts and 'Mana ger' not in texts
+    assert_store_matches_ledger(rag)
+    assert 'split words joined' in rag.ingestor.ledger.setting('chunking')
+    assert rag.ingest(str(docs)).chunks_added == 0

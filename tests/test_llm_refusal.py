@@ -66,15 +66,19 @@ def test_the_default_prompt_asks_for_the_recognisable_sentence(make_rag):
     assert f'"{REFUSAL_SENTENCE}"' in make_rag().llm_prompt
 
 
-def test_an_llm_refusal_is_an_abstention_with_no_sources_and_the_trace_says_who_refused(make_rag, tmp_path):
+def test_an_llm_refusal_shows_the_closest_passages_and_the_trace_says_who_refused(make_rag, tmp_path):
+    """The LLM says the fragments do not contain the answer while retrieval found on-topic passages: the user gets
+    the closest passages with their sources (rag.closest_on_llm_refusal, on by default), built from the fragments."""
+    from rag_plugin.outcome import CLOSEST_PREFACE
     trace = tmp_path / 'trace.jsonl'
     model = RecordingChatModel(responses=[REFUSAL_SENTENCE, 'Deleted notes stay in the trash for 30 days [1].'])
     rag = make_rag(model, trace_file=str(trace))
     question = 'Can deleted notes be recovered after the trash was emptied?'  # near the domain: passes the guard
     refused = rag.run(message=question)
     assert len(model.calls) == 1, 'the guard let it through: the LLM judged it'
-    assert refused.abstained and refused.answer == rag.not_found_answer
-    assert refused.sources == [] and refused.docs == [] and refused.cited == []
+    assert refused.outcome == 'closest' and refused.abstained and refused.answer.startswith(CLOSEST_PREFACE)
+    assert 'trash' in refused.answer and REFUSAL_SENTENCE not in refused.answer
+    assert refused.sources and refused.cited == [s['n'] for s in refused.sources] and len(refused.docs) <= 3
     assert refused.confidence == 'low' and refused.category is None and not refused.degraded
     assert refused.llm_name == 'test-llm'
     answered = rag.run(message='How long do deleted notes stay in the trash?')
@@ -83,21 +87,29 @@ def test_an_llm_refusal_is_an_abstention_with_no_sources_and_the_trace_says_who_
     assert len(model.calls) == 2
 
     records = [json.loads(line) for line in trace.read_text().splitlines()]
-    assert [r['outcome'] for r in records] == ['abstained', 'answered', 'abstained']
+    assert [r['outcome'] for r in records] == ['closest', 'answer', 'not_found']
     assert [r['refused_by'] for r in records] == ['llm', None, 'guard']
     assert records[0]['guard']['abstain'] is False and records[0]['guard']['reason'] == ''
-    assert records[0]['llm_answer'] == REFUSAL_SENTENCE and records[0]['sources'] == []
+    assert records[0]['llm_answer'] == REFUSAL_SENTENCE and records[0]['sources'] == refused.sources
     assert records[2]['guard']['reason'] and 'llm_answer' not in records[2]
     from rag_plugin.trace import format_record
     assert 'refused by: llm' in format_record(records[0]) and REFUSAL_SENTENCE in format_record(records[0])
 
 
-def test_a_streamed_refusal_ends_as_an_abstention(make_rag):
+def test_a_streamed_refusal_ends_as_the_closest_passages(make_rag):
     partials = []
     rag = make_rag(RecordingChatModel(responses=['No information about that is given in the fragments.']))
     result = rag.run(message='Can deleted notes be recovered after the trash was emptied?', on_partial=partials.append)
     assert partials, 'the reply was streamed'
-    assert result.abstained and result.sources == [] and result.answer == rag.not_found_answer
+    assert result.outcome == 'closest' and result.abstained and result.sources
+
+
+def test_without_closest_on_llm_refusal_the_refusal_is_not_found(make_rag):
+    rag = make_rag(RecordingChatModel(responses=[REFUSAL_SENTENCE]))
+    rag.closest_on_llm_refusal = False
+    result = rag.run(message='Can deleted notes be recovered after the trash was emptied?')
+    assert result.outcome == 'not_found' and result.abstained and result.sources == []
+    assert result.answer == rag.not_found_answer
 
 
 def test_a_refusal_from_an_openai_compatible_server_in_spanish(make_rag):
@@ -111,8 +123,8 @@ def test_a_refusal_from_an_openai_compatible_server_in_spanish(make_rag):
         server.responder = lambda request: 'Deleted notes are not kept after 30 days [1].'
         answered = rag.run(message='How long do deleted notes stay in the trash?')
     assert len(server.chat_requests) == 2
-    assert refused.abstained and refused.sources == [] and refused.answer == rag.not_found_answer
-    assert refused.llm_name == 'gpt-4o-mini' and refused.category is None
+    assert refused.outcome == 'closest' and refused.abstained and refused.sources
+    assert refused.sources[0]['source'] == 'getting_started.pdf' and refused.category is None
     assert not answered.abstained and answered.sources[0]['source'] == 'getting_started.pdf'
 
 

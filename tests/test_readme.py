@@ -27,7 +27,7 @@ def test_the_configuration_table_shows_every_settings_default():
 
 def test_the_guard_section_quotes_the_defaults_of_the_code():
     from rag_plugin.settings import SETTINGS
-    quoted = re.findall(r'`(\w+)` \(default \*\*([\d.]+)\*\*', _section('The guard'))
+    quoted = re.findall(r'`(\w+)` \(default \*\*([\d.]+)\*\*', _section('The guard and graded answers'))
     assert {name for name, _ in quoted} >= {'relevance_threshold', 'max_unknown', 'min_coverage'}
     for name, value in quoted:
         if name in SETTINGS:

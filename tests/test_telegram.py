@@ -217,6 +217,76 @@ def test_format_abstained_answer_has_no_footer():
     assert format_rag_message(message) == ["I can't find this in the documents."]
 
 
+def closest_message(**kwargs):
+    """A ``closest`` reply whose passages and source names hold characters to escape."""
+    from rag_plugin.message import RAGMessage
+    from rag_plugin.outcome import CLOSEST_PREFACE
+    docs = [Document('Tags <b>&</b> notebooks [x](y).', metadata={'source': SPECIAL_SOURCE, 'page': None}),
+            Document('Sync runs every 5 min.', metadata={'source': 'sync_and_offline.pdf', 'page': 2})]
+    answer = (f'{CLOSEST_PREFACE}\n- "Tags <b>&</b> notebooks [x](y)." [1] ({SPECIAL_SOURCE})\n'
+              f'- "Sync runs every 5 min." [2] (sync_and_offline.pdf, page 2)')
+    sources = [{'n': 1, 'source': SPECIAL_SOURCE, 'page': None, 'cited': True},
+               {'n': 2, 'source': 'sync_and_offline.pdf', 'page': 2, 'cited': True}]
+    values = dict(llm_name='extractive', question='q', answer=answer, docs=docs, sources=sources, cited=[1, 2],
+                  confidence='low', abstained=True, outcome='closest')
+    values.update(kwargs)
+    return RAGMessage(**values)
+
+
+def test_format_closest_shows_the_preface_passages_and_their_footnotes():
+    """Issue 26: a closest reply was sent like an abstention, without sources. Its passages get footnotes, like an
+    answer's, escaped for the parse mode."""
+    from rag_plugin.channels.telegram import format_rag_message
+    from rag_plugin.outcome import CLOSEST_PREFACE
+    message = closest_message()
+    assert format_rag_message(message, None) == [
+        f'{message.answer}\n\nSources:\n[1] {SPECIAL_SOURCE}\n[2] sync_and_offline.pdf, p. 2']
+    [text] = format_rag_message(message, 'HTML')
+    assert_valid_html(text)
+    assert text.startswith(CLOSEST_PREFACE + '\n- "Tags &lt;b&gt;&amp;&lt;/b&gt; notebooks [x](y)." [1]')
+    assert text.endswith('<b>Sources:</b>\n[1] R&amp;D &lt;draft&gt; *notes*_v2.txt\n[2] sync_and_offline.pdf, p. 2')
+    [text] = format_rag_message(message, 'MarkdownV2')
+    assert_valid_markdown_v2(text)
+    assert '\\[x\\]\\(y\\)\\.' in text and text.endswith('*Sources:*\n\\[1\\] R&D <draft\\> \\*notes\\*\\_v2\\.txt\n'
+                                                              '\\[2\\] sync\\_and\\_offline\\.pdf, p\\. 2')
+    for parse_mode in ('HTML', 'MarkdownV2', None):
+        assert format_rag_message(message.to_dict(), parse_mode) == format_rag_message(message, parse_mode)
+
+
+def test_format_closest_of_a_real_run_numbers_each_passage_like_its_footnote(make_rag):
+    from rag_plugin.channels.telegram import format_rag_message
+    from rag_plugin.outcome import CLOSEST_PREFACE
+    for question in ('Can I use kanban boards in Nimbus Notes?', 'What does error NN-9999 mean in the kitchen?'):
+        result = make_rag().run(message=question)
+        assert result.outcome == 'closest'
+        for message in (result, result.to_dict()):
+            [text] = format_rag_message(message, None)
+            assert text.startswith(f'{result.answer}\n\nSources:\n') and result.answer.startswith(CLOSEST_PREFACE)
+            assert_footnotes_name_their_fragments(text, result.to_dict())
+        footnotes = re.findall(r'\[(\d+)\]', text.split('Sources:')[1])
+        assert sorted(map(int, footnotes)) == list(range(1, len(result.docs) + 1))  # every passage, once
+
+
+def test_format_splits_a_long_closest_reply_under_the_limit():
+    from rag_plugin.channels.telegram import format_rag_message, telegram_length
+    long_passage = 'Notes & tags <stay> synced. ' * 40
+    message = closest_message(answer=closest_message().answer + f'\n- "{long_passage.strip()}" [2] (a.pdf, page 2)')
+    parts = format_rag_message(message, 'HTML', max_length=500)
+    assert len(parts) >= 3 and all(telegram_length(part) <= 500 for part in parts)
+    for part in parts:
+        assert_valid_html(part)
+    assert parts[-1].endswith('[2] sync_and_offline.pdf, p. 2')
+
+
+def test_format_an_older_abstained_dict_without_outcome_has_no_footer():
+    """A message saved before outcomes existed: abstained is "not found", sent without sources as before."""
+    from rag_plugin.channels.telegram import format_rag_message
+    old = closest_message().to_dict()
+    del old['outcome']
+    assert format_rag_message(old, None) == [old['answer']]
+    assert 'Sources:' not in format_rag_message(old, 'HTML')[0]
+
+
 def test_format_rejects_unknown_parse_modes():
     from rag_plugin.channels.telegram import format_rag_message
     with pytest.raises(ValueError, match='MarkdownV2'):
@@ -399,6 +469,29 @@ def test_long_answer_is_split_into_messages_under_4096(telegram_server, make_rag
     lines = footer.split('\n')
     assert all(re.fullmatch(r'(\[\d\])+ \S+\.pdf, p\. \d+', line) for line in lines), footer
     assert {1, 2, 3} <= {int(n) for n in re.findall(r'\[(\d)\]', footer)}  # the numbers the answer cites
+
+
+def test_a_closest_reply_reaches_telegram_with_its_passages_and_footnotes(telegram_server, make_rag):
+    """Issue 26: over the Bot API, a question the guides are about but do not answer gets the preface, the passages
+    with their [n], and a footnote per passage's file and page; a question off their subject still gets no footer."""
+    from rag_plugin.outcome import CLOSEST_PREFACE
+    server = telegram_server
+    bot = new_telegram_bot(lambda bot, platform: rag_states(bot, platform, lambda b: make_rag(bot=b)))
+    with telegram_bot_running(bot, server):
+        server.push_text(CHAT_ID, 'Can I use kanban boards in Nimbus Notes?')
+        [reply] = server.wait_for('sendMessage', 1, predicate=has_sources, timeout=60)
+        message = last_rag_message(bot)
+        server.push_text(CHAT_ID, 'Who won the 2018 FIFA World Cup?')
+        *_, not_found = server.wait_for('sendMessage', 3, timeout=60)
+    text = reply.params['text']
+    assert message.outcome == 'closest' and reply.params['parse_mode'] == 'HTML'
+    assert_valid_html(text)
+    plain = unescape_html(text)
+    assert plain.startswith(CLOSEST_PREFACE + '\n- "')
+    assert len(re.findall(r'^- ".+" \[\d+\] \(\w+\.pdf, page \d+\)$', plain, re.M)) == len(message.docs)
+    assert re.search(r'^(\[\d+\])+ \w+\.pdf, p\. \d+$', plain.split('Sources:')[1], re.M), plain
+    assert_footnotes_name_their_fragments(plain, message.to_dict())
+    assert "can't find" in not_found.params['text'] and 'Sources:' not in not_found.params['text']
 
 
 @pytest.mark.parametrize('parse_mode', ['HTML', 'MarkdownV2'])

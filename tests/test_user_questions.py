@@ -41,12 +41,13 @@ def test_a_word_the_documents_do_not_use_passes_when_a_retrieved_word_means_the_
     docs = [Document(page_content='Annual plans are refundable within 14 days if you cancel.', metadata={'score': 0.4})]
     guard = RelevanceGuard(threshold=0.25)
     kept = guard.check(docs, 'Can I get my money back if I cancel my yearly plan?', signals)
-    assert not kept.abstain and kept.by_meaning == {'money': 'refundable', 'yearly': 'annual'}
-    refused = guard.check(docs, 'Can I cancel my yearly kanban board?', signals)
-    assert refused.abstain and 'kanban' in refused.reason  # nothing retrieved means "kanban"
+    assert not kept.abstain and not kept.unsure and kept.by_meaning == {'money': 'refundable', 'yearly': 'annual'}
+    unsure = guard.check(docs, 'Can I cancel my yearly kanban board?', signals)
+    # nothing retrieved means "kanban": unsure (the closest passages), never "not found" on the subject
+    assert unsure.unsure and not unsure.abstain and 'kanban' in unsure.reason
     lexical_only = guard.check(docs, 'Can I get my money back if I cancel my yearly plan?',
                                CorpusSignals(lambda t: 1.0, corpus.__contains__))
-    assert lexical_only.abstain  # without word meaning the same question is refused
+    assert lexical_only.unsure and not lexical_only.abstain  # without word meaning the same question is unsure
 
 
 def test_extractive_answerer_abstains_when_no_sentence_supports_the_question():
@@ -101,13 +102,20 @@ def test_a_follow_up_is_answered_from_its_own_question(make_rag):
     assert '10 days' in follow_up.answer and follow_up.answer != first.answer
 
 
-def test_answerer_refusal_is_an_abstention_with_its_reason_in_the_trace(make_rag, tmp_path):
+def test_answerer_refusal_shows_the_closest_passages_with_its_reason_in_the_trace(make_rag, tmp_path):
+    """No sentence supports the question enough to answer: the documents are on its subject, so the reply says it
+    found no direct answer and shows the closest passages with their sources (not "not in the documents")."""
+    from rag_plugin.outcome import CLOSEST_PREFACE
     trace = tmp_path / 'trace.jsonl'
     rag = make_rag(trace_file=str(trace))
     rag.generator.fallback.min_support = rag._nlp_engine._llms['extractive'].answerer.min_support = 0.99
     result = rag.run(message='How long do deleted notes stay in the trash?')
-    assert result.abstained and result.sources == [] and result.answer == rag.not_found_answer
+    assert result.outcome == 'closest' and result.abstained and result.confidence == 'low'
+    assert result.answer.startswith(CLOSEST_PREFACE) and '30 days' in result.answer
+    assert result.sources and all(s['cited'] for s in result.sources) and len(result.docs) == len(result.sources)
+    assert result.sources[0]['source'] == 'getting_started.pdf' and '(getting_started.pdf, page 4)' in result.answer
     record = json.loads(trace.read_text().splitlines()[-1])
+    assert record['outcome'] == 'closest'
     assert record['refused_by'] == 'answerer' and 'no sentence' in record['refusal_reason']
 
 

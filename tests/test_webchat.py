@@ -21,6 +21,7 @@ from fake_openai_server import FakeOpenAIServer
 
 from rag_plugin.channels.webchat_ui import render
 from rag_plugin.channels.webchat_ui.client import ChatConnection
+from rag_plugin.outcome import CLOSEST_PREFACE
 
 CHROMIUM = os.environ.get('RAG_PLUGIN_CHROMIUM', '/usr/bin/chromium')
 CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
@@ -29,6 +30,7 @@ CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic'
 SCREENSHOT_DIR = os.environ.get('RAG_PLUGIN_SCREENSHOTS')
 STREAMLIT_RED = 'rgb(255, 75, 75)'
 QUESTION = 'How long do deleted notes stay in the trash?'
+CLOSEST_QUESTION = 'Can I use kanban boards in Nimbus Notes?'  # on the subject, not answered: the closest passages
 STREAMED_ANSWER = ('Deleted notes stay in the trash for 30 days [1]. After that they are deleted permanently, '
                    'so restore a note before then if you still need it [1].')
 HANDBOOK = ('# Team handbook\n\n## Office plants\n\nThe office plants are watered every Tuesday morning by the '
@@ -118,6 +120,66 @@ def test_not_found_and_degraded_answers_are_labelled():
                                           'docs': [{'content': 'c', 'metadata': {'source': 'a.pdf'}}]})
     assert 'rag-degraded-note' in degraded[0] and render.DEGRADED_LABEL in degraded[0]
     assert any('rag-sources' in block for block in degraded)
+
+
+def passage_lines(answer: str) -> list[str]:
+    """The passages of a ``closest`` reply: its ``- "..." [n] (file, page P)`` lines, without the dash."""
+    return [line[2:] for line in answer.splitlines() if line.startswith('- ')]
+
+
+def test_closest_is_labelled_then_its_preface_passages_and_all_their_sources(make_rag):
+    """Issue 26: a closest reply was styled "not found", without its sources. It has its own label, then the preface,
+    each passage quoted with its [n], and the passages' sources (file, page, snippet), all cited, none folded."""
+    from markdown_it import MarkdownIt
+
+    from rag_plugin.message import CLOSEST
+    for question in (CLOSEST_QUESTION, 'can i do kanban boards??'):
+        result = make_rag().run(message=question).to_dict()
+        assert result['outcome'] == CLOSEST == render.CLOSEST
+        blocks = render.rag_message_blocks(result)
+        html = ''.join(blocks)
+        assert 'rag-abstained' not in html and render.NOT_FOUND_LABEL not in html
+        box = next(block for block in blocks if 'data-rag-status="closest"' in block)
+        assert f'<span class="rag-badge rag-badge-closest">{render.CLOSEST_LABEL}</span>' in box
+        assert render.escape(CLOSEST_PREFACE) in box
+        passages = re.findall(r'<blockquote class="rag-passage">(.*?)</blockquote>', box)
+        assert len(passages) == len(passage_lines(result['answer'])) == len(result['docs']) >= 1
+        for n, passage in enumerate(passages, start=1):
+            assert f'<sup class="rag-cite" title="source {n}">[{n}]</sup>' in passage
+        sources = next(block for block in blocks if 'rag-sources' in block)
+        assert 'rag-more' not in sources
+        heads = re.findall(r'<div class="rag-source rag-source-cited" data-source-number="(\d+)">'
+                           r'<div class="rag-source-head">(.*?)</div><div class="rag-snippet">', sources)
+        assert [int(n) for n, _ in heads] == list(range(1, len(result['docs']) + 1))
+        for (n, head), source in zip(heads, sorted(result['sources'], key=lambda s: s['n'])):
+            assert f'rag-source-file">{source["source"]}<' in head and f'page {source["page"]}<' in head
+        rendered = MarkdownIt('commonmark').render(box)
+        assert rendered.count('class="rag-passage"') == len(passages)  # one HTML block: Markdown keeps it whole
+
+
+def test_closest_passages_never_render_html_links_or_images_the_documents_planted():
+    from markdown_it import MarkdownIt
+    planted = ('Send it [here](javascript:alert(1)) ![pixel](https://evil.example/t.png) <script>x</script> '
+               '<img src=x onerror=alert(1)> costs $5')
+    message = {'answer': f'No direct answer. The closest:\n- "{planted}" [1] (<b>odd</b>.md, page 2)',
+               'abstained': True, 'confidence': 'low', 'outcome': 'closest', 'cited': [1],
+               'docs': [{'content': planted, 'metadata': {'source': '<b>odd</b>.md', 'page': 2}}]}
+    html = ''.join(render.rag_message_blocks(message))
+    rendered = MarkdownIt('commonmark').render(html)
+    assert '<a ' not in rendered and '<img' not in rendered and '<script' not in rendered and '<b>' not in rendered
+    assert 'javascript:alert(1)' in rendered and '&lt;b&gt;odd&lt;/b&gt;.md' in rendered and '$' not in rendered
+    assert rendered.count('class="rag-cite"') == 1 and 'rag-source-cited' in rendered
+
+
+def test_an_older_abstained_message_without_outcome_is_still_not_found():
+    """A message saved before outcomes existed (no ``outcome``) renders as before: abstained is "not found",
+    without sources, even when it carries fragments."""
+    message = {'answer': "I can't find that.", 'abstained': True, 'cited': [1],
+               'docs': [{'content': 'c', 'metadata': {'source': 'a.pdf', 'page': 1}}]}
+    for message in (message, {**message, 'outcome': 'not_found'}):
+        [block] = render.rag_message_blocks(message)
+        assert 'data-rag-status="not-found"' in block and render.NOT_FOUND_LABEL in block
+        assert 'rag-sources' not in block and 'rag-closest' not in block
 
 
 def test_a_cut_question_is_said_above_the_answer():
@@ -321,6 +383,25 @@ def test_web_chat_answers_with_sources_not_found_upload_and_streaming(browser, c
         expect(not_found).to_contain_text("can't find")
         expect(bubbles(page).last.locator('.rag-sources')).to_have_count(0)
 
+        # A question on the documents' subject that they don't answer: its own label, the preface, the passages
+        # quoted with their [n], and their sources (file, page); not the "not found" style
+        ask(page, CLOSEST_QUESTION)
+        closest = bubbles(page).filter(has=page.locator('.rag-closest')).last
+        expect(closest.locator('.rag-badge-closest')).to_have_text(render.CLOSEST_LABEL)
+        expect(closest).to_contain_text(CLOSEST_PREFACE)
+        passages = closest.locator('.rag-passage')
+        expect(passages.first).to_be_visible()
+        n_passages = passages.count()
+        for n in range(1, n_passages + 1):
+            expect(passages.nth(n - 1).locator('.rag-cite')).to_have_text(f'[{n}]')
+        sources = closest.locator('.rag-sources .rag-source-cited')
+        expect(sources).to_have_count(n_passages)
+        expect(sources.first.locator('.rag-source-file')).to_have_text(re.compile(r'^\w+\.pdf$'))
+        expect(sources.first.locator('.rag-source-page')).to_have_text(re.compile(r'^page \d+$'))
+        expect(closest.locator('.rag-more')).to_have_count(0)
+        expect(page.locator('.rag-abstained')).to_have_count(1)  # the not-found answer above, only
+        closest.screenshot(path=str(tmp_path / 'webchat_closest.png'))
+
         # /overview: the bootstrap synthesis, its [n] with their sources like any answer's, each sentence once
         ask(page, '/overview')
         overview = bubbles(page).filter(has=page.locator('.rag-sources')).filter(has_text='Key points by document')
@@ -437,8 +518,9 @@ def test_use_rag_webchat_runs_our_app_with_bbf_arguments(corpus_store):
 
 
 @contextlib.contextmanager
-def demo_bot_client(corpus_store_dir: Path, tmp_path: Path, monkeypatch) -> Iterator[BotClient]:
-    """Run bots/rag_bot.py as shipped (without the UI) on a copy of the corpus store; yield a client it greeted."""
+def demo_bot_client(corpus_store_dir: Path, tmp_path: Path, monkeypatch) -> Iterator[tuple[BotClient, Any]]:
+    """Run bots/rag_bot.py as shipped (without the UI) on a copy of the corpus store; yield a client it greeted, and
+    the bot."""
     import runpy
 
     from besser.bot.platforms import websocket
@@ -462,7 +544,7 @@ def demo_bot_client(corpus_store_dir: Path, tmp_path: Path, monkeypatch) -> Iter
         client = BotClient(port)
         try:
             client.wait_for('bot_reply_str', timeout=30)  # the greeting
-            yield client
+            yield client, bot
         finally:
             client.close()
     finally:
@@ -473,21 +555,40 @@ def demo_bot_client(corpus_store_dir: Path, tmp_path: Path, monkeypatch) -> Iter
 
 def test_demo_bot_sends_one_message_per_abstention(corpus_store_dir, tmp_path, monkeypatch):
     """bots/rag_bot.py, as shipped (without the UI): an out-of-scope question gets ONE reply, which asks to clarify."""
-    with demo_bot_client(corpus_store_dir, tmp_path, monkeypatch) as client:
+    with demo_bot_client(corpus_store_dir, tmp_path, monkeypatch) as (client, bot):
         mark = len(client.received)
         reply = client.ask('What is the boiling point of mercury in the kitchen?')
         assert reply['message']['abstained'] is True
         assert 'Could you name the feature' in reply['message']['answer']
         time.sleep(3)  # the clarify state runs after the answer: it must send nothing more
         assert len(client.received) - mark == 1, client.received[mark:]
+        [session] = bot._sessions.values()
+        assert reply['message']['outcome'] == 'not_found' and session.current_state.name == 'clarify_state'
         followup = client.ask('How long do deleted notes stay in the trash?')
         assert '30 days' in followup['message']['answer']
+
+
+def test_demo_bot_shows_the_closest_passages_without_asking_to_clarify(corpus_store_dir, tmp_path, monkeypatch):
+    """Issue 26: a question on the guides' subject that they don't answer gets ONE reply, the closest passages with
+    their sources, not the "can't find, could you name..." of an abstention; the bot stays ready for questions."""
+    with demo_bot_client(corpus_store_dir, tmp_path, monkeypatch) as (client, bot):
+        mark = len(client.received)
+        message = client.ask(CLOSEST_QUESTION)['message']
+        assert message['outcome'] == 'closest' and message['answer'].startswith(CLOSEST_PREFACE)
+        assert 'Could you name the feature' not in message['answer']
+        assert passage_lines(message['answer']) and {s['n'] for s in message['sources'] if s['cited']} == \
+            set(range(1, len(message['docs']) + 1))
+        time.sleep(1)  # nothing more follows
+        assert len(client.received) - mark == 1, client.received[mark:]
+        [session] = bot._sessions.values()
+        assert session.current_state.name == 'rag_state'  # not the clarification state
+        assert '30 days' in client.ask('How long do deleted notes stay in the trash?')['message']['answer']
 
 
 def test_demo_bot_overview_is_an_answer_with_its_sources(corpus_store_dir, tmp_path, monkeypatch):
     """The demo's /overview came as Markdown: its [1]...[12] had no sources. It is a RAG answer, whose sources are
     the fragments its markers cite, and it says each sentence once."""
-    with demo_bot_client(corpus_store_dir, tmp_path, monkeypatch) as client:
+    with demo_bot_client(corpus_store_dir, tmp_path, monkeypatch) as (client, bot):
         mark = len(client.received)
         message = client.ask('/overview', timeout=30)['message']
         assert [p['action'] for p in client.received[mark:]] == ['bot_reply_rag']
@@ -506,7 +607,7 @@ def test_demo_bot_overview_is_an_answer_with_its_sources(corpus_store_dir, tmp_p
 def test_demo_bot_answers_a_message_that_is_not_text(corpus_store_dir, tmp_path, monkeypatch):
     """Issue 25: the demo bot did not answer a websocket message whose ``message`` is a number, null or an object
     (AttributeError in rag_body). It asks for text, and goes on answering."""
-    with demo_bot_client(corpus_store_dir, tmp_path, monkeypatch) as client:
+    with demo_bot_client(corpus_store_dir, tmp_path, monkeypatch) as (client, bot):
         for payload in (123, None, {'x': 1}, [], True, 4.5):
             mark = len(client.received)
             client.ws.send(json.dumps({'action': 'user_message', 'message': payload}))

@@ -3,8 +3,8 @@
 * :mod:`rag_plugin.channels.telegram`: ``reply_rag`` for BBF's TelegramPlatform (sources as numbered footnotes,
   escaped for HTML or MarkdownV2, split under Telegram's 4096-character limit), ``format_rag_message`` (pure),
   ``send_typing`` and ``add_start_command``.
-* :mod:`rag_plugin.channels.events`: BBF events ``rag_answered``, ``rag_abstained``, ``rag_low_confidence``,
-  ``rag_degraded`` and ``on_rag_outcomes`` to wire them.
+* :mod:`rag_plugin.channels.events`: BBF events ``rag_answered``, ``rag_closest``, ``rag_abstained``,
+  ``rag_low_confidence``, ``rag_degraded`` and ``on_rag_outcomes`` to wire them.
 
 Names are imported on first use: importing this package loads neither python-telegram-bot nor BBF.
 """
@@ -19,6 +19,7 @@ _EXPORTS = {
     'TELEGRAM_MAX_MESSAGE_LENGTH': 'rag_plugin.channels.telegram',
     'rag_answered': 'rag_plugin.channels.events',
     'rag_abstained': 'rag_plugin.channels.events',
+    'rag_closest': 'rag_plugin.channels.events',
     'rag_low_confidence': 'rag_plugin.channels.events',
     'rag_degraded': 'rag_plugin.channels.events',
     'on_rag_outcomes': 'rag_plugin.channels.events',

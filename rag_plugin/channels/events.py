@@ -14,7 +14,9 @@ body has run, in the order they were defined, until it meets an intent transitio
 The outcomes (one RAG answer has exactly one, checked in this order by :func:`on_rag_outcomes`):
 
 * ``degraded``: the LLM failed and the extractive answerer answered instead, or the vector store failed;
-* ``abstained``: nothing relevant was found, the RAG said so and did not call the LLM;
+* ``closest``: the documents are on the subject but hold no sure answer: the reply showed the closest passages (a
+  place to offer a human hand-off);
+* ``abstained``: nothing relevant was found (``not_found``), the RAG said so and did not call the LLM;
 * ``low_confidence``: an answer, from fragments that are only weakly relevant;
 * ``answered``: any other answer.
 
@@ -30,7 +32,7 @@ from besser.bot.core.state import State
 from besser.bot.core.transition import Transition
 from besser.bot.library.event.event_library import intent_matched
 
-from rag_plugin.message import RAGMessage
+from rag_plugin.message import CLOSEST, NOT_FOUND, RAGMessage
 from rag_plugin.rag import LAST_RAG_MESSAGE_KEY
 
 logger = logging.getLogger(__name__)
@@ -39,7 +41,10 @@ DEGRADED = 'degraded'
 """str: the LLM (or the vector store) failed."""
 
 ABSTAINED = 'abstained'
-"""str: nothing relevant was found."""
+"""str: nothing relevant was found (outcome ``not_found``)."""
+
+CLOSEST_PASSAGES = 'closest'
+"""str: no sure answer: the closest passages were shown (outcome ``closest``)."""
 
 LOW_CONFIDENCE = 'low_confidence'
 """str: an answer from weakly relevant fragments."""
@@ -61,13 +66,16 @@ def last_rag_message(session: Session) -> Optional[RAGMessage]:
 
 
 def rag_outcome(rag_message: RAGMessage) -> str:
-    """Classify a RAG answer: ``degraded``, ``abstained``, ``low_confidence`` or ``answered`` (the first that applies).
+    """Classify a RAG answer: ``degraded``, ``closest``, ``abstained``, ``low_confidence`` or ``answered`` (the first
+    that applies).
 
     Args:
         rag_message (RAGMessage): a RAG answer
     """
     if rag_message.degraded:
         return DEGRADED
+    if rag_message.outcome == CLOSEST:
+        return CLOSEST_PASSAGES
     if rag_message.abstained:
         return ABSTAINED
     if rag_message.confidence == 'low':
@@ -110,15 +118,27 @@ def rag_answered(session: Session, event_params: dict) -> bool:
 
 
 def rag_abstained(session: Session, event_params: dict) -> bool:
-    """Event: the RAG found nothing relevant and said so (not when the vector store failed: see
-    :func:`rag_degraded`).
+    """Event: the RAG found nothing relevant and said so (outcome ``not_found``; not when the vector store failed: see
+    :func:`rag_degraded`, nor when it showed the closest passages: see :func:`rag_closest`).
 
     Args:
         session (Session): the current user session
         event_params (dict): the event parameters (unused)
     """
     message = _fresh_message(session)
-    return message is not None and _fire(session, message, message.abstained and not message.degraded)
+    return message is not None and _fire(session, message, message.outcome == NOT_FOUND and not message.degraded)
+
+
+def rag_closest(session: Session, event_params: dict) -> bool:
+    """Event: the documents are on the subject but the RAG found no sure answer, and showed the closest passages
+    (outcome ``closest``): a place to offer a human hand-off.
+
+    Args:
+        session (Session): the current user session
+        event_params (dict): the event parameters (unused)
+    """
+    message = _fresh_message(session)
+    return message is not None and _fire(session, message, message.outcome == CLOSEST and not message.degraded)
 
 
 def rag_low_confidence(session: Session, event_params: dict) -> bool:
@@ -153,10 +173,12 @@ def _first_intent_transition(state: State) -> int:
 
 
 def on_rag_outcomes(state: State, abstained: Optional[State] = None, low_confidence: Optional[State] = None,
-                    degraded: Optional[State] = None, answered: Optional[State] = None) -> list[Transition]:
+                    degraded: Optional[State] = None, answered: Optional[State] = None,
+                    closest: Optional[State] = None) -> list[Transition]:
     """Move from a RAG state to other states depending on the outcome of the RAG run of its body.
 
-    The transitions are checked in this order: ``degraded``, ``abstained``, ``low_confidence``, ``answered``; the
+    The transitions are checked in this order: ``degraded``, ``closest``, ``abstained``, ``low_confidence``,
+    ``answered``; the
     outcomes left out (None) keep the state waiting for the next user message, as usual.
 
     Call it before ``state.when_no_intent_matched_go_to(...)``: BBF only checks the event transitions defined before
@@ -170,16 +192,17 @@ def on_rag_outcomes(state: State, abstained: Optional[State] = None, low_confide
 
     Args:
         state (State): the state whose body runs the RAG
-        abstained (State): where to go when nothing relevant was found
+        abstained (State): where to go when nothing relevant was found (``not_found``)
         low_confidence (State): where to go after a low-confidence answer
         degraded (State): where to go when the LLM or the vector store failed
         answered (State): where to go after any other answer
+        closest (State): where to go after the closest passages were shown (no sure answer)
 
     Returns:
         list[Transition]: the transitions added, in the order they are checked
     """
-    wiring = [(rag_degraded, degraded), (rag_abstained, abstained), (rag_low_confidence, low_confidence),
-              (rag_answered, answered)]
+    wiring = [(rag_degraded, degraded), (rag_closest, closest), (rag_abstained, abstained),
+              (rag_low_confidence, low_confidence), (rag_answered, answered)]
     position = _first_intent_transition(state)
     added: list[Transition] = []
     for event, dest in wiring:

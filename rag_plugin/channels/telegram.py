@@ -10,6 +10,8 @@ messages, each valid on its own, with a footer such as::
     [3] sync_and_offline.pdf, p. 2
 
 The footnote numbers are the fragment numbers the answer cites (``[1]`` in the answer is ``[1]`` in the footer).
+A reply with no direct answer (outcome ``closest``: its preface, then the closest passages, each with its ``[n]``)
+has the passages' footnotes too; a reply that found nothing has none.
 
 Example::
 
@@ -32,6 +34,8 @@ import re
 from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Optional, Union
+
+from rag_plugin.message import CLOSEST
 
 if TYPE_CHECKING:
     from besser.bot.core.session import Session
@@ -264,9 +268,10 @@ def source_lines(rag_message: Union['RAGMessage', Mapping], only_cited: bool = F
         only_cited (bool): leave out the sources the answer does not cite
 
     Returns:
-        list[str]: the footnotes; empty when the RAG abstained or has no sources
+        list[str]: the footnotes; empty when the reply is not an answer (not found, the store unavailable; an older
+        abstained dict without ``outcome``) or has no sources. A ``closest`` reply has its passages' footnotes.
     """
-    if _field(rag_message, 'abstained', False):
+    if _field(rag_message, 'abstained', False) and _field(rag_message, 'outcome') != CLOSEST:
         return []
     fragments = _fragment_numbers(rag_message)
     groups: dict[tuple, dict[str, list[int]]] = {}
@@ -297,7 +302,8 @@ def format_rag_message(rag_message: Union['RAGMessage', Mapping], parse_mode: Op
     Pure: nothing is sent. The answer's ``note`` (a question over the length limit was cut) comes first, in
     parentheses. Every text is escaped for ``parse_mode``, at most ``max_length`` long (UTF-16 code units, escapes
     included) and valid on its own. The sources go with the last part of the answer, or in a message
-    of their own when they do not fit; there are none when the RAG abstained.
+    of their own when they do not fit; there are none when the RAG found nothing (a ``closest`` reply, its preface
+    and passages, has its passages' sources).
 
     Args:
         rag_message (RAGMessage | dict): the RAG answer (or its ``to_dict()``)

@@ -397,7 +397,7 @@ class ContextEngine:
             return Gathered(request, self._bootstrap(request))
         candidates = self._specific(request)
         decision = self._guard(request, Gathered(request, candidates).docs)
-        if decision.abstain:
+        if decision.abstain or decision.unsure:  # agents get items the guard would answer from, as before
             return Gathered(request, [], abstained=True)
         floor = self.parts.guard.threshold if self.settings.min_item_score is None else self.settings.min_item_score
         kept = candidates[:1] + [c for c in candidates[1:] if (c.cosine or 0.0) >= floor]

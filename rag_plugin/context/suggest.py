@@ -129,7 +129,7 @@ class SuggestionChecker:
                 _squash(candidate.section) not in _squash(top.page_content):
             return None
         decision = self._guard(candidate.question, docs, mode)
-        if getattr(decision, 'abstain', True):
+        if getattr(decision, 'abstain', True) or getattr(decision, 'unsure', False):  # a suggestion is answered
             return None
         if not parts.is_generative() and not parts.generator.fallback.select(
                 candidate.question, docs, parts.embeddings, synonyms=getattr(decision, 'by_meaning', None)).text:

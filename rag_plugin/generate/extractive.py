@@ -192,6 +192,28 @@ class Extraction:
     sentence: str = ''
 
 
+CLOSEST_RATIO = 0.8
+"""float: a closest passage after the first is shown only if it supports the question at least this share of the
+first's support (nothing unrelated attached)."""
+
+SHORT_SENTENCE = 120
+"""int: a closest passage whose sentence is shorter than this many characters goes on with the next sentence."""
+
+
+@dataclass
+class Passage:
+    """A passage shown as one of the closest to a question the answerer cannot tell the documents answer.
+
+    Attributes:
+        fragment (int): the 1-based number of its fragment among the docs given
+        text (str): a sentence or two of the fragment
+        support (float): how well its best sentence supports the question (see :class:`Extraction`)
+    """
+    fragment: int
+    text: str
+    support: float
+
+
 class ExtractiveAnswerer:
     """Selects the sentences of the fragments most relevant to the question, or abstains when none supports it.
 
@@ -296,6 +318,57 @@ class ExtractiveAnswerer:
             out += text
             previous = sentence
         return Extraction(out, top.support, top.text)
+
+    def support_of(self, question: str, docs: list[Document], embeddings: Optional[Embeddings] = None,
+                   query: Optional[str] = None, synonyms: Optional[dict[str, str]] = None) -> list[float]:
+        """How well each fragment's best sentence supports the question (0.0 for a fragment without a sentence), in
+        the order of ``docs`` (arguments as :meth:`select`)."""
+        fragments, pieces, bags = self._read(docs)
+        if not any(not piece.is_heading for piece in pieces):
+            return [0.0] * len(docs)
+        self._score(question, query or question, fragments, pieces, bags, embeddings, synonyms)
+        best = [0.0] * len(docs)
+        for piece in pieces:
+            if not piece.is_heading:
+                best[piece.fragment - 1] = max(best[piece.fragment - 1], piece.support)
+        return best
+
+    def closest(self, question: str, docs: list[Document], embeddings: Optional[Embeddings] = None,
+                query: Optional[str] = None, synonyms: Optional[dict[str, str]] = None, most: int = 3
+                ) -> list[Passage]:
+        """The passages closest to the question, for a reply that says it found no direct answer: the best sentence
+        of each fragment (with the next one when it is short), best first, at most ``most``; after the first, only
+        those that support the question at least :data:`CLOSEST_RATIO` of the first's support.
+
+        Args:
+            question (str): what the user asked
+            docs (list[Document]): the fragments, most relevant first
+            embeddings (Embeddings): the store's embedding model, to also score by meaning
+            query (str): the standalone search query of a follow-up
+            synonyms (dict[str, str]): the guard's matches by meaning (see :meth:`select`)
+            most (int): the most passages
+        """
+        fragments, pieces, bags = self._read(docs)
+        sentences = [piece for piece in pieces if not piece.is_heading]
+        if not sentences:
+            return []
+        self._score(question, query or question, fragments, pieces, bags, embeddings, synonyms)
+        best: dict[int, _Sentence] = {}
+        for sentence in sorted(sentences, key=lambda s: -s.score):
+            best.setdefault(sentence.fragment, sentence)
+        ranked = sorted(best.values(), key=lambda s: -s.score)[:most]
+        first = ranked[0].support
+        passages = []
+        for sentence in ranked:
+            if passages and sentence.support < CLOSEST_RATIO * first:
+                break
+            text = sentence.text.strip()
+            following = next((s for s in sentences if s.fragment == sentence.fragment
+                              and s.position == sentence.position + 1), None)
+            if following is not None and len(text) < SHORT_SENTENCE and not sentence.is_list_item:
+                text = f'{text} {following.text.strip()}'
+            passages.append(Passage(sentence.fragment, text, sentence.support))
+        return passages
 
     def answer(self, question: str, docs: list[Document], embeddings: Optional[Embeddings] = None,
                query: Optional[str] = None) -> str:

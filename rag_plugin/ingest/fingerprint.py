@@ -1,5 +1,5 @@
-"""What a store's chunks and vectors depend on, recorded in its ledger: the splitter's parameters and the chunk-header
-format (the chunking), and the embedding model and its variant (the vectors).
+"""What a store's chunks and vectors depend on, recorded in its ledger: the splitter's parameters, the chunk-header
+format and how PDF text is extracted (the chunking), and the embedding model and its variant (the vectors).
 
 The ledger keeps both per store (and the chunking per file). A changed chunking re-ingests the files made with the
 old one as they are ingested again; a changed embedding model or variant is refused: vectors of two models must
@@ -13,9 +13,15 @@ from typing import Any, Optional
 
 from langchain_text_splitters import TextSplitter
 
+from rag_plugin.text.repair import REPAIR_VERSION
+
 EMBEDDING_TEXT_FORMAT = 1
 """int: version of the chunk header embedded above each chunk (:func:`rag_plugin.ingest.pipeline.embedding_text`);
 bump it when that text changes, so stores re-embed their chunks."""
+
+PDF_EXTRACTION = f'pypdf plain, split words joined v{REPAIR_VERSION}'
+"""str: how PDF text is read (:func:`rag_plugin.ingest.loaders.load_pdf`): pypdf's plain extraction, then the
+repair of the words it split (:mod:`rag_plugin.text.repair`); a change splits and embeds the files again."""
 
 CHUNKING_KEY = 'chunking'
 EMBEDDING_KEY = 'embedding'
@@ -32,10 +38,11 @@ def _plain(value: Any) -> bool:
 
 
 def chunking_settings(splitter: TextSplitter, contextual: bool) -> dict:
-    """The splitter's class and plain parameters (chunk size, overlap, separators...) and the header format."""
+    """The splitter's class and plain parameters (chunk size, overlap, separators...), the header format and the PDF
+    text extraction."""
     params = {name.lstrip('_'): value for name, value in sorted(vars(splitter).items()) if _plain(value)}
     return {'splitter': type(splitter).__name__, **params,
-            'header': EMBEDDING_TEXT_FORMAT if contextual else None}
+            'header': EMBEDDING_TEXT_FORMAT if contextual else None, 'extraction': PDF_EXTRACTION}
 
 
 def embedding_settings(embeddings: Any) -> dict:

@@ -282,7 +282,8 @@ class PostgresLedger:
         self._run("UPDATE {t} SET status='pending' WHERE root=%s AND source_id=%s", (root, source_id))
 
     def restore_previous(self, root: str, source_id: str) -> None:
-        """A write was rolled back: the row names the version it was replacing again (see :meth:`Ledger.restore_previous`)."""
+        """A write was rolled back: the row names the version it was replacing again (see
+        :meth:`Ledger.restore_previous`)."""
         self._run(_RESTORE.replace('files', '{t}', 1), (root, source_id))
 
     def remove(self, root: str, source_id: str) -> None:

@@ -15,6 +15,7 @@ from langchain_core.documents import Document
 from rag_plugin.ingest.code import CODE_EXTENSIONS, load_code
 from rag_plugin.ingest.document import LoadedFile, SkipFile, decode_text, file_digest
 from rag_plugin.ingest.limits import DEFAULT_LIMITS, ParseLimits, inflation_budget
+from rag_plugin.text.repair import join_split_words
 
 __all__ = ['LOADERS', 'SUPPORTED_EXTENSIONS', 'PDF_EXTENSIONS', 'LoadedFile', 'SkipFile', 'file_digest', 'front_matter',
            'load_docx', 'load_file', 'load_markdown', 'load_pdf', 'load_text', 'without_page_footer']
@@ -63,8 +64,9 @@ def _markdown_headings(text: str) -> list[tuple[int, str]]:
 
 
 def load_pdf(path: Path, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> LoadedFile:
-    """Read a PDF with pypdf, page by page, within ``limits``: pages counted first, Flate streams measured before they
-    are inflated, text counted as it is extracted.
+    """Read a PDF with pypdf (plain extraction), page by page, within ``limits``: pages counted first, Flate streams
+    measured before they are inflated, text counted as it is extracted; and join the words extraction split apart
+    ("Mana ger", "in -network": :func:`rag_plugin.text.repair.join_split_words`).
 
     Raises:
         SkipFile: not a PDF, corrupt, encrypted with a password, without a text layer, or over a limit
@@ -99,6 +101,7 @@ def load_pdf(path: Path, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> L
         raise SkipFile('empty PDF: no pages')
     if not any(t.strip() for t in texts):
         raise SkipFile(f'no text layer (scanned or image-only PDF?): 0 characters on {n_pages} pages')
+    texts, _ = join_split_words(texts)
     pages = []
     for i, text in enumerate(texts):
         if not text.strip():

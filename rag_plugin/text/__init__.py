@@ -189,13 +189,14 @@ _LANGUAGE_MARKERS = {
     'es': SPANISH - ENGLISH - CATALAN,
     'ca': CATALAN - ENGLISH - SPANISH,
 }
+_FOLDED_MARKERS = {lang: {fold(m) for m in markers} for lang, markers in _LANGUAGE_MARKERS.items()}
 
 
 def language(text: str) -> str:
     """The language of a short text, ``en``, ``es`` or ``ca``, by its function words ("¿cuántos libros puedo...",
     "quant costa l'abonament"); English when none tells."""
     folded = [fold(w) for w in WORD.findall(text)]
-    counts = {lang: sum(w in {fold(m) for m in markers} for w in folded) for lang, markers in _LANGUAGE_MARKERS.items()}
+    counts = {lang: sum(w in markers for w in folded) for lang, markers in _FOLDED_MARKERS.items()}
     best = max(counts, key=lambda lang: (counts[lang], lang == 'en'))
     return best if counts[best] else 'en'
 

@@ -6,6 +6,9 @@ HTML. Stable CSS classes (for styles and browser tests):
 * ``rag-cite``: a citation marker ``[n]`` in an answer (a superscript badge)
 * ``rag-answer rag-abstained``: the warning box of an answer that abstained, labelled ``rag-badge-not-found``
   ("Not found in the documents")
+* ``rag-answer rag-closest``: the box of a reply that found no direct answer (outcome ``closest``), labelled
+  ``rag-badge-closest`` ("No direct answer — closest passages"): its preface, then each passage (``rag-passage``,
+  with its citation marker); the passages' sources follow, like an answer's
 * ``rag-degraded-note``: the note above a fallback answer, labelled ``rag-badge-degraded`` ("Fallback answer")
 * ``rag-note``: what the user should know about how the question was taken (the answer's ``note``: a question over
   the length limit was cut), above the answer
@@ -24,6 +27,13 @@ from rag_plugin.section_spans import SECTION_SPANS_KEY, parse_spans, section_at
 
 NOT_FOUND_LABEL = 'Not found in the documents'
 """str: the label of an answer that abstained (nothing relevant in the documents)."""
+
+CLOSEST_LABEL = 'No direct answer — closest passages'
+"""str: the label of a reply that shows the passages closest to the question (outcome ``closest``)."""
+
+CLOSEST = 'closest'
+"""str: the outcome of such a reply (:data:`rag_plugin.message.CLOSEST`, not imported: that module loads LangChain,
+which the web chat does not need). A message without ``outcome`` (an older one) is never ``closest``."""
 
 DEGRADED_LABEL = 'Fallback answer'
 """str: the label of an answer extracted after the language model failed."""
@@ -44,6 +54,11 @@ CSS = """
 .rag-abstained { border-left: 4px solid #d97706; background: rgba(245, 158, 11, 0.12); border-radius: 6px;
   padding: 0.55rem 0.8rem; }
 .rag-badge-not-found { background: #d97706; color: #fff; }
+.rag-closest { border-left: 4px solid #0369a1; background: rgba(14, 165, 233, 0.08); border-radius: 6px;
+  padding: 0.55rem 0.8rem; }
+.rag-badge-closest { background: #0369a1; color: #fff; }
+.rag-passage { margin: 0.4rem 0 0 0; padding: 0.1rem 0 0.1rem 0.7rem; border-left: 2px solid rgba(3, 105, 161, 0.45);
+  font-style: italic; }
 .rag-degraded-note { border-left: 4px solid #dc2626; background: rgba(239, 68, 68, 0.08); border-radius: 6px;
   padding: 0.35rem 0.7rem; margin-bottom: 0.3rem; font-size: 0.8rem; }
 .rag-badge-degraded { background: #dc2626; color: #fff; margin-right: 0.4rem; margin-bottom: 0; }
@@ -238,8 +253,24 @@ def sources_html(message: dict) -> str:
     return f'<div class="rag-sources"><div class="rag-sources-title">Sources</div>{body}</div>'
 
 
+def closest_html(message: dict) -> str:
+    """The box of a ``closest`` reply: its label, then its lines in order: the preface as text, each ``- `` line as a
+    quoted passage with its citation marker (escaped like an answer)."""
+    lines = []
+    for line in str(message.get('answer') or '').splitlines():
+        line = line.strip()
+        if line.startswith('- '):
+            lines.append(f'<blockquote class="rag-passage">{answer_markdown(line[2:])}</blockquote>')
+        elif line:
+            lines.append(f'<div class="rag-closest-text">{answer_markdown(line)}</div>')
+    return (f'<div class="rag-answer rag-closest" data-rag-status="closest">'
+            f'<span class="rag-badge rag-badge-closest">{CLOSEST_LABEL}</span>{"".join(lines)}</div>')
+
+
 def status_html(message: dict) -> str:
-    """The label of an answer that is not a normal one: not found, or degraded; '' otherwise."""
+    """The label of an answer that is not a normal one: the closest passages, not found, or degraded; '' otherwise."""
+    if message.get('outcome') == CLOSEST:
+        return closest_html(message)
     if message.get('abstained'):
         return (f'<div class="rag-answer rag-abstained" data-rag-status="not-found">'
                 f'<span class="rag-badge rag-badge-not-found">{NOT_FOUND_LABEL}</span>'
@@ -269,7 +300,8 @@ def meta_html(message: dict) -> str:
 def rag_message_blocks(message: Any) -> list[str]:
     """The blocks of a RAG answer, in order, each for one ``st.markdown(..., unsafe_allow_html=True)``.
 
-    Each starts with the answer's note, if any (the question was cut); then abstentions are one warning box (their
+    Each starts with the answer's note, if any (the question was cut); then a ``closest`` reply is its box (label,
+    preface, passages), the model line and the passages' sources; other abstentions are one warning box (their
     answer inside); other answers are the optional fallback label, the answer (Markdown with citation superscripts),
     the model line and the sources. Missing or odd fields never raise.
     """
@@ -278,6 +310,8 @@ def rag_message_blocks(message: Any) -> list[str]:
     note = note_html(message)
     blocks = [note] if note else []
     status = status_html(message)
+    if message.get('outcome') == CLOSEST:
+        return blocks + [b for b in (status, meta_html(message), sources_html(message)) if b]
     if message.get('abstained'):
         return blocks + [status]
     if status:
