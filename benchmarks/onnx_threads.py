@@ -59,7 +59,7 @@ def main() -> int:
     parser.add_argument('--busy', default='0,1', help='extra busy processes, one value per condition')
     args = parser.parse_args()
     from rag_plugin import default_embeddings
-    from rag_plugin.onnx_encoder import OnnxEncoder
+    from rag_plugin.embeddings.onnx import OnnxEncoder
     base = default_embeddings()._onnx
     if base is None:
         print('the ONNX graph is not available')

@@ -90,8 +90,8 @@ def _require_question(question: str) -> None:
 def _build_rag(args: argparse.Namespace):
     from rag_plugin import RAG, StandaloneBot, default_splitter, store_from_env
     from rag_plugin.generate.select import default_llm
-    from rag_plugin.guard import DEFAULT_RELEVANCE_THRESHOLD
     from rag_plugin.ingest.fingerprint import SettingsChanged
+    from rag_plugin.settings import UNSET
     bot = StandaloneBot()
     store = store_from_env(args.store)
     llm = default_llm(bot, getattr(args, 'model', None))
@@ -100,7 +100,7 @@ def _build_rag(args: argparse.Namespace):
     k = getattr(args, 'k', None)
     try:
         return RAG(bot, store, default_splitter(), llm.name, k=4 if k is None else k,
-                   relevance_threshold=DEFAULT_RELEVANCE_THRESHOLD if threshold is None else threshold,
+                   relevance_threshold=UNSET if threshold is None else threshold,
                    trace_file=(trace_file or _store_trace_path(args.store)) if hasattr(args, 'trace_file') else None,
                    cache=_answer_cache())
     except SettingsChanged as e:  # a store of another embedding model (BBF's example embeds with OpenAI)
@@ -492,6 +492,64 @@ def _eval_baseline(args: argparse.Namespace) -> Optional[dict]:
         raise UsageError(str(e)) from None
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """Choose the store's embedding model thresholds on labelled questions; print (and write) the settings."""
+    from rag_plugin import calibrate
+    from rag_plugin.embeddings import model_id
+    from rag_plugin.evaluation import load_qa
+    for path in args.qa + ([args.words] if args.words else []):
+        if not os.path.isfile(path):
+            raise UsageError(f'No such file: {path}')
+    items = [item for path in args.qa for item in load_qa(path)]
+    if not any(item.answerable for item in items):
+        raise UsageError('calibrate needs answerable questions with their pages (and unanswerable ones)')
+    if args.pdfs is None:
+        _require_store(args.store)
+    rag = _build_rag(args)
+    rag.cache = rag._cache_stage = None  # every question is answered, none from the cache
+    if args.pdfs:
+        rag.ingest(args.pdfs, progress=not args.json)
+    model = model_id(rag.embeddings)
+    scale = calibrate.Scale(calibrate.floor_of(model, rag.embeddings, [vector for _, _, vector in _sample(rag)]))
+    word = None
+    if args.words:
+        word = calibrate.word_threshold(calibrate.word_pairs(args.words, rag.embeddings),
+                                        [scale(w) for w in calibrate.WORD_GRID])
+    if args.load:
+        observations = calibrate.load(args.load)
+    else:
+        words = [word] if word is not None else [scale(w) for w in calibrate.WORD_GRID]
+        observations = calibrate.observe(rag, items, words, progress=not args.json)
+    if args.save:
+        calibrate.save(observations, args.save)
+    chosen_on = [o for o in observations if args.half == 'all' or o.half == 'calibration']
+    choice = calibrate.choose(chosen_on, scale, word)
+    validation = None
+    if args.half == 'calibration':
+        validation = calibrate.evaluate([o for o in observations if o.half != 'calibration'], choice)
+    text = calibrate.settings_text(choice, model)
+    if args.json:
+        print(json.dumps({'model': model, 'floor': scale.floor, 'choice': choice.__dict__, 'validation': validation},
+                         indent=2))
+    else:
+        print(f'{model}: {len(items)} questions, scale floor {scale.floor}')
+        print(calibrate.format_choice(choice, validation))
+        print()
+        print(text)
+    if args.write:
+        calibrate.write_settings(args.write, text)
+        if not args.json:
+            print(f'written to {args.write}')
+    return 0
+
+
+def _sample(rag) -> list:
+    from rag_plugin.embeddings.calibration import SAMPLE
+    from rag_plugin.store import corpus_store
+    store = corpus_store(rag.vector_store)
+    return store.sample(SAMPLE) if store is not None and hasattr(store, 'sample') else []
+
+
 def cmd_setup_nltk(args: argparse.Namespace) -> int:
     """Write the offline punkt model BBF needs."""
     from rag_plugin.nltk_setup import ensure_punkt, punkt_dir
@@ -507,10 +565,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument('-v', '--verbose', action='store_true', help='log at INFO level')
     sub = parser.add_subparsers(dest='command', required=True)
 
+    def with_model(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument('--embedding-model', metavar='MODEL',
+                       help='minilm (default), e5-multilingual, openai:<model> or a sentence-transformers path (env '
+                            'RAG_PLUGIN_EMBEDDING_MODEL); a store keeps the model that filled it')
+        return p
+
     def with_store(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         p.add_argument('--store', default=DEFAULT_STORE_DIR,
                        help='vector store folder (default: %(default)s, env RAG_PLUGIN_STORE)')
-        return p
+        return with_model(p)
 
     p = with_store(sub.add_parser('ingest', help='ingest PDF/Markdown/text/DOCX files (idempotent)',
                                   description='Ingest a folder (recursively) or a file. Unchanged files are skipped; '
@@ -627,9 +691,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--json', action='store_true')
     p.set_defaults(func=cmd_trace)
 
-    p = sub.add_parser('eval', help='measure retrieval quality, abstention and latency on a QA set',
+    p = with_store(sub.add_parser(
+        'calibrate', help="choose the embedding model's thresholds on your own labelled questions",
+        description='Run labelled questions (answerable ones with their pages, unanswerable ones) through the RAG on '
+                    'the store with the checks open, replay every combination of thresholds, and choose '
+                    'relevance_threshold, coverage_below, word_similarity and min_support; print the table they were '
+                    'chosen from and the [rag] settings (written to a config.ini with --write).'))
+    p.add_argument('--qa', required=True, action='append', help='a QA .jsonl file (repeatable)')
+    p.add_argument('--pdfs', help='ingest this folder into the store first (idempotent)')
+    p.add_argument('--words', help='word pairs .jsonl ({"a", "b", "same"}): word_similarity is chosen from them')
+    p.add_argument('--half', choices=('calibration', 'all'), default='all',
+                   help='choose on the calibration half only and report the validation half (default: all)')
+    p.add_argument('--write', metavar='CONFIG_INI', help="set the chosen values in this config.ini's [rag] section")
+    p.add_argument('--save', metavar='OBS.jsonl', help='save the observations (to choose again with --load)')
+    p.add_argument('--load', metavar='OBS.jsonl', help='choose from saved observations instead of running')
+    p.add_argument('--json', action='store_true', help='print the choice as JSON')
+    p.set_defaults(func=cmd_calibrate)
+
+    p = with_model(sub.add_parser('eval', help='measure retrieval quality, abstention and latency on a QA set',
                        description='Evaluate retriever configurations side by side: doc/page hit@k, MRR@10, '
-                                   'abstention and a threshold sweep, latency. Ingestion is cached.')
+                                   'abstention and a threshold sweep, latency. Ingestion is cached.'))
     p.add_argument('--pdfs', required=True, help='the folder of documents')
     p.add_argument('--qa', required=True, action='append',
                    help='a QA .jsonl file (repeatable; items may have "answerable": false)')
@@ -666,6 +747,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     os.environ.setdefault('USE_TF', '0')
     os.environ.setdefault('ANONYMIZED_TELEMETRY', 'False')
     args = build_parser().parse_args(argv)
+    if getattr(args, 'embedding_model', None):  # this command's model: the stores it opens, the settings it reads
+        os.environ['RAG_PLUGIN_EMBEDDING_MODEL'] = args.embedding_model
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format='%(levelname)s %(name)s: %(message)s')
     for noisy in ('chromadb', 'httpx', 'sentence_transformers'):

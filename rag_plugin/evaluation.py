@@ -16,15 +16,16 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from langchain_core.documents import Document
 
 from rag_plugin.defaults import database_url, default_embeddings, default_splitter, default_vector_store
 from rag_plugin.extras import require
 from rag_plugin.generate.extractive import ExtractiveLLM
-from rag_plugin.guard import (DEFAULT_COVERAGE_BELOW, DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE,
-                              DEFAULT_RELEVANCE_THRESHOLD, CorpusSignals, WordSimilarity, match_terms)
+from rag_plugin.embeddings import model_id
+from rag_plugin.embeddings.calibration import MINILM, calibration_for, model_key
+from rag_plugin.guard import DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE, CorpusSignals, WordSimilarity, match_terms
 from rag_plugin.rag import RAG
 from rag_plugin.retrieve import DenseRetriever, Fusion, HybridRetriever
 from rag_plugin.standalone import StandaloneBot
@@ -174,7 +175,8 @@ def _percentile(values: list[float], q: float) -> float:
 def evaluate_retriever(name: str, retrieve: Retrieve, items: list[QAItem], ks: tuple[int, ...] = (1, 4, 10),
                        threshold: Optional[float] = None, max_false: float = 0.05,
                        signals=None, min_coverage: float = 0.0, guard_k: int = 4,
-                       max_unknown: float = 1.01, coverage_below: float = 9.0, repeats: int = 3) -> ConfigResult:
+                       max_unknown: float = 1.01, coverage_below: float = 9.0, repeats: int = 3,
+                       word_similarity: float = MINILM.word_similarity) -> ConfigResult:
     """Run every question through ``retrieve`` (at the largest k, at least 10) and compute the metrics.
 
     Args:
@@ -189,6 +191,7 @@ def evaluate_retriever(name: str, retrieve: Retrieve, items: list[QAItem], ks: t
         min_coverage (float): the coverage threshold abstention is reported at
         max_unknown (float): the vocabulary check's threshold abstention is reported at
         coverage_below (float): the coverage check applies when the best score is below this
+        word_similarity (float): words whose cosine reaches this count as the same word (the model's calibration)
         repeats (int): each question is retrieved this many times; its latency is the median (a single timing of a
             10 ms call is mostly the machine's noise)
         guard_k (int): the guard sees the top ``guard_k`` chunks, as the RAG does with its ``k``
@@ -208,7 +211,7 @@ def evaluate_retriever(name: str, retrieve: Retrieve, items: list[QAItem], ks: t
         best = max(scores) if scores else None
         coverage, share = 1.0, 0.0
         if signals is not None and signals.idf is not None:
-            match = match_terms(item.question, docs[:guard_k], signals)
+            match = match_terms(item.question, docs[:guard_k], signals, word_similarity)
             terms = [t.token for t in match.terms]
             if terms:
                 coverage = weight_share([t for t in terms if t in match.in_chunks], terms, signals.idf)
@@ -324,16 +327,19 @@ def make_retriever(name: str, vector_store):
     raise ValueError(f'unknown configuration {name!r}; known: {", ".join(DEFAULT_CONFIGS)}')
 
 
-def _cache_folder(cache_dir: Path, pdfs: Path, kind: str) -> Path:
+def _cache_folder(cache_dir: Path, pdfs: Path, kind: str, embeddings: Any = None) -> Path:
+    """The cached store of ``kind`` for a corpus, one per embedding model (the bundled MiniLM's keeps its old
+    name)."""
     key = hashlib.sha256(str(pdfs.resolve()).encode()).hexdigest()[:10]
-    return cache_dir / f'{pdfs.name}-{key}' / kind
+    model = model_key(model_id(embeddings)) if embeddings is not None else MINILM.model
+    return cache_dir / f'{pdfs.name}-{key}' / (kind if model == MINILM.model else f'{kind}-{model}')
 
 
 def ours_store(pdfs: Path, cache_dir: Path, embeddings, progress: bool = True):
     """Ingest ``pdfs`` with rag_plugin into a cached store (idempotent: later runs add nothing)."""
     bot = StandaloneBot()
     ExtractiveLLM(bot)
-    store = default_vector_store(str(_cache_folder(cache_dir, pdfs, 'rag_plugin')), embeddings)
+    store = default_vector_store(str(_cache_folder(cache_dir, pdfs, 'rag_plugin', embeddings)), embeddings)
     report = RAG(bot, store, default_splitter(), 'extractive').ingest(str(pdfs), progress=progress)
     return store, report
 
@@ -398,7 +404,7 @@ def bbf_store(pdfs: Path, cache_dir: Path, embeddings):
     BBF's loader adds every chunk again on each call, so it only runs when the cached store is empty.
     """
     from besser.bot.nlp.rag.rag import RAG as BBFRAG  # BBF's own RAG, only for the --baseline run
-    store = default_vector_store(str(_cache_folder(cache_dir, pdfs, 'bbf')), embeddings)
+    store = default_vector_store(str(_cache_folder(cache_dir, pdfs, 'bbf', embeddings)), embeddings)
     rag = BBFRAG(StandaloneBot(), store, default_splitter(), 'none', k=4)
     if ChromaStore(store).count() == 0:
         rag.load_pdfs(str(pdfs))
@@ -482,9 +488,10 @@ def run_evaluation(pdfs: str, qa_files: list[str], ks: tuple[int, ...] = (1, 4, 
     Returns:
         list[ConfigResult]: one per configuration, the baseline first when asked for
     """
-    threshold = DEFAULT_RELEVANCE_THRESHOLD if threshold is None else threshold
     items = [item for path in qa_files for item in load_qa(path)]
     embeddings = default_embeddings()
+    calibration = calibration_for(model_id(embeddings))
+    threshold = calibration.relevance_threshold if threshold is None else threshold
     folder, cache = Path(pdfs), Path(cache_dir)
     results = []
     if baseline:
@@ -501,7 +508,9 @@ def run_evaluation(pdfs: str, qa_files: list[str], ks: tuple[int, ...] = (1, 4, 
         results.append(evaluate_retriever(name, retrieve, items, ks, threshold=threshold,
                                           signals=signals if hybrid else None,
                                           min_coverage=DEFAULT_MIN_COVERAGE if hybrid else 0.0,
-                                          max_unknown=DEFAULT_MAX_UNKNOWN, coverage_below=DEFAULT_COVERAGE_BELOW))
+                                          max_unknown=DEFAULT_MAX_UNKNOWN,
+                                          coverage_below=calibration.coverage_below,
+                                          word_similarity=calibration.word_similarity))
     return results
 
 
@@ -687,7 +696,9 @@ class AnswerResult:
     sets: list[SetReport] = field(default_factory=list)
 
 
-def _on_gold(metadata: dict, item: QAItem) -> bool:
+def on_gold(metadata: dict, item: QAItem) -> bool:
+    """Whether a chunk (its metadata) is on a gold page of the item (+-1), or in a gold document when the item has
+    no pages."""
     if item.citations:
         return any(metadata.get('source') == s and metadata.get('page') is not None and abs(int(metadata['page']) - p)
                    <= 1 for s, p in item.citations)
@@ -745,14 +756,14 @@ def evaluate_answers(name: str, rag, items: list[QAItem], per_question: Optional
                 result.n_answerable += 1
                 false += message.abstained
                 ok = not message.abstained and any(
-                    _on_gold(message.docs[n - 1].metadata, item) for n in message.cited if n <= len(message.docs))
+                    on_gold(message.docs[n - 1].metadata, item) for n in message.cited if n <= len(message.docs))
                 cited_ok += ok
                 row['citation_ok'] = ok
                 if outcome == 'closest':
-                    row['closest_ok'] = any(_on_gold(s, item) for s in message.sources)
+                    row['closest_ok'] = any(on_gold(s, item) for s in message.sources)
                 if item.citations:
                     n_pages += 1
-                    page_hits += any(_on_gold(chunk, item) for chunk in record.get('retrieved') or [])
+                    page_hits += any(on_gold(chunk, item) for chunk in record.get('retrieved') or [])
                     rank = gold_page_rank(rag.retriever.retrieve(item.question, 10), item)  # as the retrieval table
                     row['page_hit@4'] = rank is not None and rank <= 4
                 answer = '' if message.abstained else message.answer

@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterable, Optional
 import numpy as np
 from langchain_core.documents import Document
 
+from rag_plugin.embeddings.memo import VectorMemo
 from rag_plugin.text import (STOP_WORDS, WORD, fold, found, is_common_english, language, normalise, split_parts,
                              tokens, weight_share)
 from rag_plugin.text.abbreviations import ABBREVIATIONS
@@ -153,12 +154,13 @@ def chunk_words(docs: Iterable[Document]) -> dict[str, str]:
 class WordSimilarity:
     """Which words mean nearly the same, by the embedding model's cosine between single words.
 
-    Word vectors are cached (words recur across questions and chunks), so after the first questions a check embeds
-    only the question's own unknown words. Thread-safe.
+    Word vectors are remembered (:class:`~rag_plugin.embeddings.memo.VectorMemo`; words recur across questions and
+    chunks), so after the first questions a check embeds only the question's own unknown words. Thread-safe.
 
     Args:
-        embeddings: the store's embedding model (anything with ``embed_documents``)
-        max_words (int): the cache is cleared when it holds more words than this
+        embeddings: the store's embedding model (anything with ``embed_documents``; ``embed_words`` when the model
+            embeds single words its own way)
+        max_words (int): words remembered
 
     Attributes:
         embeddings: the embedding model
@@ -167,21 +169,12 @@ class WordSimilarity:
     def __init__(self, embeddings: Any, max_words: int = 200_000):
         self.embeddings = embeddings
         self.max_words: int = max_words
-        self._vectors: dict[str, np.ndarray] = {}
-        self._lock = threading.Lock()
+        self._memo = VectorMemo(max_words)
 
     def _embed(self, words: list[str]) -> np.ndarray:
-        with self._lock:
-            missing = [w for w in dict.fromkeys(words) if w not in self._vectors]
-        if missing:
-            vectors = np.asarray(self.embeddings.embed_documents(missing), dtype=np.float32)
-            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-            with self._lock:
-                if len(self._vectors) + len(missing) > self.max_words:
-                    self._vectors.clear()
-                self._vectors.update(zip(missing, vectors))
-        with self._lock:
-            return np.stack([self._vectors[w] for w in words]) if words else np.zeros((0, 1), dtype=np.float32)
+        # a model with its own convention for words (e5: symmetric ``query:``) says so with ``embed_words``
+        embed = getattr(self.embeddings, 'embed_words', None) or self.embeddings.embed_documents
+        return self._memo.vectors(words, embed)
 
     def nearest(self, words: list[str], candidates: list[str]) -> dict[str, tuple[str, float]]:
         """For each word, the candidate closest in meaning and their cosine (``{}`` without candidates)."""

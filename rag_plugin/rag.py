@@ -35,10 +35,13 @@ from rag_plugin.generate.extractive import ExtractiveAnswerer
 from rag_plugin.message import ANSWER, NOT_FOUND, UNAVAILABLE, RAGMessage
 from rag_plugin.outcome import closest_reply
 from rag_plugin.rerank import SentenceReranker
-from rag_plugin.query_memo import RecentQueries
+from rag_plugin.embeddings import model_id
+from rag_plugin.embeddings.calibration import MINILM as MINILM_CALIBRATION
+from rag_plugin.embeddings.calibration import PROBES, SAMPLE, Calibration, calibration_for, with_settings
+from rag_plugin.embeddings.memo import RecentQueries
 from rag_plugin.retrieve import default_retriever
 from rag_plugin.session_uploads import SHARED_UPLOADS_KEY, SessionUploads, merge, refused, upload_mode
-from rag_plugin.store import scope_filter
+from rag_plugin.store import corpus_store, scope_filter
 from rag_plugin.store.budget import store_budget
 from rag_plugin.text.abbreviations import expand
 from rag_plugin.rewrite import QueryRewriter
@@ -92,9 +95,10 @@ class RAG:
         num_previous_messages (int): number of previous messages of the conversation added to the prompt (0); from the
             RAG's own per-session memory, or from the bot's monitoring DB for a session the memory does not know yet
             (see :mod:`rag_plugin.history`)
-        relevance_threshold (float): minimum score of the best chunk to answer at all (0.2; see
-            :mod:`rag_plugin.guard`, which also reads ``rag.coverage_below``, ``rag.word_similarity`` and
-            ``rag.vocabulary_languages``)
+        relevance_threshold (float): minimum score of the best chunk to answer at all (default: the embedding
+            model's calibration, 0.2 for the bundled MiniLM; see :mod:`rag_plugin.guard`, which also reads
+            ``rag.coverage_below``, ``rag.word_similarity`` and ``rag.vocabulary_languages``, and
+            :mod:`rag_plugin.embeddings.calibration`)
         min_coverage (float): minimum share of the question's key words found in the retrieved chunks (0.5; 0
             disables)
         max_unknown (float): abstain when words the documents never use carry this share of the question's weight
@@ -128,6 +132,7 @@ class RAG:
         embeddings (Embeddings | None): the store's embedding model, remembering each thread's last queries (a turn
             embeds its query once, for retrieval and for the extractive answerer)
         retriever (HybridRetriever | DenseRetriever): finds scored chunks (hybrid dense + BM25 on Chroma stores)
+        calibration (Calibration): the thresholds of the store's embedding model, with those the settings give
         guard (RelevanceGuard): decides whether to answer
         prompt_builder (PromptBuilder): builds the prompt
         generator (ResilientGenerator): calls the LLM robustly
@@ -186,7 +191,7 @@ class RAG:
         s = resolve_all(
             bot, k=k, num_previous_messages=num_previous_messages, relevance_threshold=relevance_threshold,
             min_coverage=min_coverage, max_unknown=max_unknown, coverage_below=UNSET, word_similarity=UNSET,
-            vocabulary_languages=UNSET, not_found_answer=not_found_answer, llm_timeout=llm_timeout,
+            min_support=UNSET, vocabulary_languages=UNSET, not_found_answer=not_found_answer, llm_timeout=llm_timeout,
             llm_max_attempts=llm_max_attempts, answer_deadline=answer_deadline, breaker_failures=breaker_failures,
             breaker_cool_down=breaker_cool_down, trace_file=trace_file, rewrite_queries=rewrite_queries,
             max_history_turns=max_history_turns, max_question_chars=max_question_chars, write_lock_timeout=UNSET,
@@ -213,10 +218,6 @@ class RAG:
         embeddings = getattr(vector_store, 'embeddings', None)
         self.embeddings: Optional[Embeddings] = RecentQueries(embeddings) if embeddings is not None else None
         self._retriever = default_retriever(vector_store, embeddings=self.embeddings)
-        languages = tuple(lang.strip() for lang in s['vocabulary_languages'].split(',') if lang.strip())
-        self.guard = RelevanceGuard(s['relevance_threshold'], s['min_coverage'], max_unknown=s['max_unknown'],
-                                    coverage_below=s['coverage_below'], word_similarity=s['word_similarity'],
-                                    vocabulary_languages=languages)
         self.prompt_builder = PromptBuilder(self.llm_prompt)
         self.generator = ResilientGenerator(timeout=s['llm_timeout'], max_attempts=s['llm_max_attempts'],
                                             deadline=s['answer_deadline'], breaker_failures=s['breaker_failures'],
@@ -234,6 +235,13 @@ class RAG:
         self._retriever.before_search.append(self.ingestor.refresher.sync)
         self._retriever.hidden = self.ingestor.hidden_ids  # a version being written is shown once it is whole
         self._check_store()
+        self.calibration: Calibration = self._calibrate(s)
+        c = self.calibration
+        languages = tuple(lang.strip() for lang in c.vocabulary_languages.split(',') if lang.strip())
+        self.guard = RelevanceGuard(c.relevance_threshold, s['min_coverage'], max_unknown=s['max_unknown'],
+                                    coverage_below=c.coverage_below, word_similarity=c.word_similarity,
+                                    vocabulary_languages=languages, high_margin=c.high_margin,
+                                    medium_margin=c.medium_margin)
         self.history = ConversationHistory(s['max_history_turns'])
         self.rewriter = QueryRewriter(s['rewrite_queries'])
         self._word_similarity = WordSimilarity(embeddings) if embeddings is not None else None
@@ -315,13 +323,38 @@ class RAG:
         return not is_extractive(self._check_llm(llm_name or self.llm_name))
 
     # ---- validation -------------------------------------------------------------------------------------------------
+    def _calibrate(self, s: dict) -> Calibration:
+        """The thresholds of the store's embedding model (:mod:`rag_plugin.embeddings.calibration`), with those the
+        settings give; the RAG's embeddings carry it (the answerer and the cache read it there)."""
+        embeddings = getattr(self.vector_store, 'embeddings', None)
+        store = corpus_store(self.vector_store)
+        sample = getattr(store, 'sample', None)
+
+        def measure() -> tuple:
+            try:
+                chunks = [vector for _, _, vector in sample(SAMPLE)] if sample is not None else []
+                return chunks, [embeddings.embed_query(probe) for probe in PROBES] if chunks else []
+            except Exception as e:  # noqa: BLE001 - an unreadable store: no scale, the checks stay off
+                logger.warning('[RAG] Could not read the store to calibrate the embedding model: %s', e)
+                return [], []
+
+        base = calibration_for(model_id(embeddings), measure) if embeddings is not None else MINILM_CALIBRATION
+        calibration = with_settings(base, relevance_threshold=s['relevance_threshold'],
+                                    coverage_below=s['coverage_below'], word_similarity=s['word_similarity'],
+                                    min_support=s['min_support'], vocabulary_languages=s['vocabulary_languages'])
+        if self.embeddings is not None:
+            self.embeddings.calibration = calibration
+        return calibration
+
     def _check_store(self) -> None:
         """Compare the store's table, vector index and ledger (counts; chunk ids only if they differ) and say so;
         refuse embeddings that cannot search the store's vectors (another dimension: BBF's example embeds with OpenAI).
 
         Raises:
-            SettingsChanged: the store's vectors have another dimension than the embeddings'
+            SettingsChanged: the store's vectors have another dimension than the embeddings', or its ledger
+                recorded another embedding model
         """
+        self.ingestor.check_model()
         try:
             warning = check_embeddings(self.vector_store, getattr(self.vector_store, 'embeddings', None))
         except SettingsChanged:

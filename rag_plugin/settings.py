@@ -16,8 +16,9 @@ A value is taken from the first of these that has it (:func:`resolve`):
 4. the default below.
 
 In ``config.ini``, ``none`` (or an empty value) means no limit for the settings that accept it (``rag.answer_deadline``,
-``rag.llm_timeout``) and "not set" for the text settings whose default is none (``rag.trace_file``,
-``rag.embedding_model``). Adding a setting is one line: a :class:`Setting` below (it registers itself in
+``rag.llm_timeout``), "not set" for the text settings whose default is none (``rag.trace_file``), and "the
+embedding model's calibration" for the score thresholds (``rag.relevance_threshold``, ``rag.min_support``...; see
+:mod:`rag_plugin.embeddings.calibration`). Adding a setting is one line: a :class:`Setting` below (it registers itself in
 :data:`SETTINGS`); then read it where it is used, with :func:`resolve`.
 """
 from __future__ import annotations
@@ -30,8 +31,7 @@ from typing import Any, Optional
 from besser.bot.core.property import Property
 
 from rag_plugin.generate.resilient import DEFAULT_BREAKER_COOL_DOWN, DEFAULT_BREAKER_FAILURES, DEFAULT_DEADLINE
-from rag_plugin.guard import (DEFAULT_COVERAGE_BELOW, DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE,
-                              DEFAULT_NOT_FOUND_ANSWER, DEFAULT_RELEVANCE_THRESHOLD, DEFAULT_WORD_SIMILARITY)
+from rag_plugin.guard import DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE, DEFAULT_NOT_FOUND_ANSWER
 from rag_plugin.ingest.limits import DEFAULT_LIMITS
 from rag_plugin.inputs import DEFAULT_MAX_QUESTION_CHARS
 
@@ -122,22 +122,26 @@ RAG_STORE = Setting('store', str, 'vector_store', 'the Chroma folder of default_
 RAG_K = Setting('k', int, 4, 'chunks retrieved per question')
 RAG_NUM_PREVIOUS_MESSAGES = Setting('num_previous_messages', int, 0, 'previous messages of the conversation in the '
                                     'prompt (0: none)')
-RAG_RELEVANCE_THRESHOLD = Setting('relevance_threshold', float, DEFAULT_RELEVANCE_THRESHOLD, 'guard: the best '
-                                  "chunk's cosine similarity must reach this to answer at all")
+RAG_RELEVANCE_THRESHOLD = Setting('relevance_threshold', float, None, "guard: the best chunk's cosine similarity "
+                                  "must reach this to answer at all (none: the embedding model's calibration)")
 RAG_MIN_COVERAGE = Setting('min_coverage', float, DEFAULT_MIN_COVERAGE, "guard (extractive): share of the question's "
                            'key words the chunks must contain when the best chunk is only a moderate match (0: off)')
-RAG_COVERAGE_BELOW = Setting('coverage_below', float, DEFAULT_COVERAGE_BELOW, 'guard (extractive): the coverage '
-                             'check applies when the best score is below this')
+RAG_COVERAGE_BELOW = Setting('coverage_below', float, None, 'guard (extractive): the coverage check applies when the '
+                             "best score is below this (none: the embedding model's calibration)")
 RAG_MAX_UNKNOWN = Setting('max_unknown', float, DEFAULT_MAX_UNKNOWN, 'guard (extractive): abstain when words the '
                           "documents never use carry this share of the question's weight (1.01: off)")
-RAG_WORD_SIMILARITY = Setting('word_similarity', float, DEFAULT_WORD_SIMILARITY, 'guard (extractive): words whose '
-                              'embeddings reach this cosine count as the same word')
-RAG_VOCABULARY_LANGUAGES = Setting('vocabulary_languages', str, 'en', 'guard (extractive): comma-separated languages '
-                                   'of the questions the vocabulary check judges')
+RAG_WORD_SIMILARITY = Setting('word_similarity', float, None, 'guard (extractive): words whose embeddings reach this '
+                              "cosine count as the same word (none: the embedding model's calibration)")
+RAG_MIN_SUPPORT = Setting('min_support', float, None, 'extractive answerer: below this support of its best sentence it '
+                          "shows the closest passages instead of an answer (none: the embedding model's calibration)")
+RAG_VOCABULARY_LANGUAGES = Setting('vocabulary_languages', str, None, 'guard (extractive): comma-separated languages '
+                                   "of the questions the vocabulary check judges (none: the embedding model's "
+                                   'calibration: en, or en,es,ca for e5-multilingual)')
 RAG_NOT_FOUND_ANSWER = Setting('not_found_answer', str, DEFAULT_NOT_FOUND_ANSWER, 'the answer when the documents do '
                                'not contain it')
-RAG_EMBEDDING_MODEL = Setting('embedding_model', str, None, 'a sentence-transformers model (path or hub name) '
-                              'instead of the bundled all-MiniLM-L6-v2', env='RAG_PLUGIN_EMBEDDING_MODEL')
+RAG_EMBEDDING_MODEL = Setting('embedding_model', str, 'minilm', 'minilm (bundled all-MiniLM-L6-v2), e5-multilingual '
+                              '(extra [multilingual]), openai:<model>, or a sentence-transformers path; a store keeps '
+                              'the model that filled it', env='RAG_PLUGIN_EMBEDDING_MODEL')
 RAG_EMBEDDING_BACKEND = Setting('embedding_backend', str, 'auto', 'onnx, torch, or auto (ONNX Runtime when it gives '
                                 "PyTorch's vectors)", env='RAG_PLUGIN_EMBEDDING_BACKEND')
 RAG_EMBEDDING_VARIANT = Setting('embedding_variant', str, 'float32', 'float32, or int8 (8-bit weights on ONNX '

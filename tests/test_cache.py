@@ -95,7 +95,7 @@ def test_a_repeated_question_in_other_words_is_a_hit_with_the_stored_answer(make
     assert records[0]['cache']['status'] == 'miss' and records[0]['cache']['stored'] is True
     hit = records[1]
     assert hit['route'] == 'cache' and hit['cached'] is True and hit['cache']['status'] == 'hit'
-    assert hit['cache']['question'] == TRASH and hit['cache']['similarity'] >= rag.cache.threshold
+    assert hit['cache']['question'] == TRASH and hit['cache']['similarity'] >= rag.cache.thresholds(rag.calibration)[0] == 0.70
     assert 'retrieve' not in hit['latency_ms'] and 'generate' not in hit['latency_ms']
     assert 'answered from the cache' in format_record(hit) and 'cache: hit' in format_record(hit)
     stats = rag.cache.stats()

@@ -34,7 +34,7 @@ def torch_model():
 def test_graph_is_exported_and_checked_once_then_trusted(tmp_path, monkeypatch, torch_model):
     import json
 
-    import rag_plugin.onnx_encoder as onnx_encoder
+    import rag_plugin.embeddings.onnx as onnx_encoder
     first = onnx_encoder.OnnxEncoder.export(torch_model, cache_dir=str(tmp_path))
     assert first.path.exists() and first.path.parent == tmp_path / 'onnx'
     manifest = json.loads(first.path.with_suffix('.json').read_text())
@@ -51,7 +51,7 @@ def test_graph_is_exported_and_checked_once_then_trusted(tmp_path, monkeypatch, 
 
 def test_torch_free_path_gives_pytorchs_vectors_within_1e_5(tmp_path, torch_model):
     """The cached graph, the model's tokenizer and numpy pooling: the vectors of PyTorch's sentence-transformers."""
-    import rag_plugin.onnx_encoder as onnx_encoder
+    import rag_plugin.embeddings.onnx as onnx_encoder
     onnx_encoder.OnnxEncoder.export(torch_model, cache_dir=str(tmp_path))
     encoder = onnx_encoder.OnnxEncoder.from_cache(torch_model[0].auto_model.config._name_or_path, str(tmp_path))
     texts = TEXTS + ['  Leading and trailing spaces  ', 'UPPER case and ünïcödé — “quotes”', 'word ' * 400,
@@ -67,7 +67,7 @@ def test_a_cached_graph_embeds_without_importing_torch(tmp_path, torch_model):
     import subprocess
     import sys
 
-    import rag_plugin.onnx_encoder as onnx_encoder
+    import rag_plugin.embeddings.onnx as onnx_encoder
     onnx_encoder.OnnxEncoder.export(torch_model, cache_dir=str(tmp_path))
     code = ('import sys, json; from rag_plugin.defaults import default_embeddings; e = default_embeddings(); '
             'v = e.embed_query("hello"); print(json.dumps([e.backend, "torch" in sys.modules, '
@@ -83,7 +83,7 @@ def test_a_cached_graph_embeds_without_importing_torch(tmp_path, torch_model):
 def test_a_graph_that_disagrees_is_not_used_nor_exported_again(tmp_path, monkeypatch, torch_model):
     import json
 
-    import rag_plugin.onnx_encoder as onnx_encoder
+    import rag_plugin.embeddings.onnx as onnx_encoder
     first = onnx_encoder.OnnxEncoder.export(torch_model, cache_dir=str(tmp_path))
     manifest = first.path.with_suffix('.json')
     manifest.write_text(json.dumps({**json.loads(manifest.read_text()), 'agrees': False, 'difference': 0.3}))
@@ -99,7 +99,7 @@ def test_a_graph_that_disagrees_is_not_used_nor_exported_again(tmp_path, monkeyp
 def test_unknown_backend_and_failed_onnx_are_clear(monkeypatch):
     with pytest.raises(ValueError, match='unknown embedding backend'):
         SentenceTransformerEmbeddings(backend='tpu')
-    import rag_plugin.onnx_encoder as onnx_encoder
+    import rag_plugin.embeddings.onnx as onnx_encoder
 
     class Broken:
         @classmethod
@@ -117,7 +117,7 @@ def test_unknown_backend_and_failed_onnx_are_clear(monkeypatch):
 
 
 def test_int8_variant_is_an_option_kept_apart_and_recorded_by_the_store(tmp_path, embeddings, torch_model):
-    import rag_plugin.onnx_encoder as onnx_encoder
+    import rag_plugin.embeddings.onnx as onnx_encoder
     from rag_plugin import default_splitter, default_vector_store
     from rag_plugin.ingest import Ingestor, ledger_for
     float_encoder = onnx_encoder.OnnxEncoder.export(torch_model, cache_dir=str(tmp_path))

@@ -162,7 +162,7 @@ def test_a_turn_embeds_its_query_once(corpus_store_dir, tmp_path, embeddings):
 def test_recent_queries_remembers_the_last_ones_of_each_thread(embeddings):
     import threading
 
-    from rag_plugin.query_memo import RecentQueries
+    from rag_plugin.embeddings.memo import RecentQueries
     counting = Counting(embeddings)
     memo = RecentQueries(counting, size=2)
     vector = memo.embed_query('trash retention')

@@ -112,7 +112,10 @@ def test_defaults_without_a_config_are_the_documented_ones(embeddings, monkeypat
     ExtractiveLLM(bot)
     rag = make_rag(bot, embeddings)
     assert rag.k == SETTINGS['k'].default_value == 4 and rag.num_previous_messages == 0
-    assert rag.guard.threshold == SETTINGS['relevance_threshold'].default_value
+    assert SETTINGS['relevance_threshold'].default_value is None  # none: the embedding model's calibration
+    from rag_plugin.embeddings.calibration import MINILM
+    assert rag.calibration == MINILM and rag.guard.threshold == MINILM.relevance_threshold == 0.2
+    assert rag.guard.word_similarity == MINILM.word_similarity and rag.guard.coverage_below == MINILM.coverage_below
     assert rag.generator.deadline == SETTINGS['answer_deadline'].default_value
     assert rag.tracer is None and rag.ingestor.write_lock.timeout == 300.0
     monkeypatch.setenv('RAG_PLUGIN_TRACE', 'some_trace.jsonl')

@@ -5,7 +5,8 @@ Looked up by :meth:`rag_plugin.RAG.run` before retrieval, written after generati
 - the same namespace: scope / filter, LLM, prompt, ``k`` and corpus version (:meth:`SemanticCache.namespace`);
 - an entry younger than the TTL;
 - cosine similarity of the two questions >= ``threshold`` (or >= ``extra_threshold`` when one question has content
-  words the other lacks);
+  words the other lacks), by default those of the embedding model's calibration
+  (:mod:`rag_plugin.embeddings.calibration`: 0.70 / 0.82 for the bundled MiniLM);
 - the wording rules of :mod:`rag_plugin.cache.terms`: numbers, codes, negation, contrast words and names agree, and
   no content word is swapped for another.
 
@@ -27,6 +28,7 @@ import numpy as np
 
 from rag_plugin.cache.backends import CacheBackend, CacheUnavailable, InProcessBackend, RedisBackend
 from rag_plugin.cache.terms import disagreement, extra_words, question_terms
+from rag_plugin.embeddings.calibration import MINILM, Calibration
 from rag_plugin.text import WORD, fold
 
 logger = logging.getLogger(__name__)
@@ -34,10 +36,11 @@ logger = logging.getLogger(__name__)
 __all__ = ['SemanticCache', 'CacheHit', 'DEFAULT_THRESHOLD', 'DEFAULT_EXTRA_THRESHOLD', 'DEFAULT_TTL',
            'DEFAULT_MAX_ENTRIES']
 
-DEFAULT_THRESHOLD = 0.70
-"""float: least cosine similarity of two questions whose wording agrees (calibrated: README, "Semantic cache")."""
-DEFAULT_EXTRA_THRESHOLD = 0.82
-"""float: least cosine similarity when one question has content words the other lacks."""
+DEFAULT_THRESHOLD = MINILM.cache_threshold
+"""float: the bundled MiniLM's least cosine similarity of two questions whose wording agrees (calibrated: README,
+"Semantic cache"; other models: their calibration)."""
+DEFAULT_EXTRA_THRESHOLD = MINILM.cache_extra_threshold
+"""float: the bundled MiniLM's least cosine similarity when one question has content words the other lacks."""
 DEFAULT_TTL = 3600.0
 """float: seconds an entry is served."""
 DEFAULT_MAX_ENTRIES = 1000
@@ -66,29 +69,31 @@ class SemanticCache:
     Args:
         backend (CacheBackend | str | None): None (in this process), a ``redis://`` URL (shared; needs the ``redis``
             extra), or a backend
-        threshold (float): least cosine similarity of two questions whose content words agree
-        extra_threshold (float): least similarity when one question has content words the other lacks
+        threshold (float): least cosine similarity of two questions whose content words agree (None: the embedding
+            model's calibration)
+        extra_threshold (float): least similarity when one question has content words the other lacks (None: the
+            calibration's)
         ttl (float): seconds an entry is served
         max_entries (int): entries kept per namespace
 
     Attributes:
         backend (CacheBackend): where entries live
-        threshold (float): least similarity of agreeing questions
-        extra_threshold (float): least similarity when one question has extra words
+        threshold (float | None): least similarity of agreeing questions (None: the calibration's)
+        extra_threshold (float | None): least similarity when one question has extra words (None: the calibration's)
         ttl (float): seconds an entry is served
         max_entries (int): entries per namespace
         counters (dict[str, int]): ``hits``, ``misses``, ``refused`` (similar but the wording disagreed), ``writes``,
             ``skipped`` (answers not stored: abstained, degraded, low confidence, history), ``errors``
     """
 
-    def __init__(self, backend: Union[CacheBackend, str, None] = None, threshold: float = DEFAULT_THRESHOLD,
-                 extra_threshold: float = DEFAULT_EXTRA_THRESHOLD, ttl: float = DEFAULT_TTL,
+    def __init__(self, backend: Union[CacheBackend, str, None] = None, threshold: Optional[float] = None,
+                 extra_threshold: Optional[float] = None, ttl: float = DEFAULT_TTL,
                  max_entries: int = DEFAULT_MAX_ENTRIES):
         if isinstance(backend, str):
             backend = RedisBackend(backend)
         self.backend: CacheBackend = backend if backend is not None else InProcessBackend()
-        self.threshold: float = threshold
-        self.extra_threshold: float = max(extra_threshold, threshold)
+        self.threshold: Optional[float] = threshold
+        self.extra_threshold: Optional[float] = extra_threshold
         self.ttl: float = ttl
         self.max_entries: int = max_entries
         self.counters: dict[str, int] = dict.fromkeys(('hits', 'misses', 'refused', 'writes', 'skipped', 'errors'), 0)
@@ -116,8 +121,17 @@ class SemanticCache:
             self._last_error = now
             logger.warning('[RAG] Answer cache unavailable (%s: %s); answering without it', what, error)
 
+    def thresholds(self, calibration: Optional[Calibration] = None) -> tuple[float, float]:
+        """``(threshold, extra_threshold)``: those given, else the embedding model's calibration (the bundled
+        MiniLM's without one)."""
+        calibration = calibration or MINILM
+        threshold = calibration.cache_threshold if self.threshold is None else self.threshold
+        extra = calibration.cache_extra_threshold if self.extra_threshold is None else self.extra_threshold
+        return threshold, max(extra, threshold)
+
     def lookup(self, namespace: str, question: str, vector: Union[Iterable[float], Callable[[], Iterable[float]]],
-               names: Iterable[str] = ()) -> tuple[Optional[CacheHit], dict]:
+               names: Iterable[str] = (), calibration: Optional[Calibration] = None
+               ) -> tuple[Optional[CacheHit], dict]:
         """Find a cached answer for a question. The same question typed again (casing, spaces, punctuation aside)
         is found without embedding it; otherwise the nearest entries by embedding are checked.
 
@@ -126,6 +140,7 @@ class SemanticCache:
             question (str): the question (as searched)
             vector (Iterable[float] | Callable): its embedding, or a function returning it (called only when needed)
             names (Iterable[str]): the corpus's names (see :func:`rag_plugin.cache.terms.corpus_names`)
+            calibration (Calibration): the embedding model's thresholds (see :meth:`thresholds`)
 
         Returns:
             tuple[CacheHit | None, dict]: the hit (None on a miss) and what happened, for the trace: ``status``
@@ -152,16 +167,17 @@ class SemanticCache:
         matrix = entries.matrix() if hasattr(entries, 'matrix') else np.vstack([e.vector for e in entries])
         similarities = matrix @ query
         terms = question_terms(question, names)
+        least, least_extra = self.thresholds(calibration)
         report: dict = {'status': 'miss', 'entries': len(entries)}
         for index in np.argsort(-similarities)[:8]:
             similarity = float(similarities[index])
-            if similarity < self.threshold:
+            if similarity < least:
                 break
             entry = entries[index]
             stored = question_terms(entry.question, names)
             reason = disagreement(terms, stored)
-            if reason is None and similarity < self.extra_threshold and extra_words(terms, stored):
-                reason = f"extra words {' '.join(extra_words(terms, stored))} below {self.extra_threshold}"
+            if reason is None and similarity < least_extra and extra_words(terms, stored):
+                reason = f"extra words {' '.join(extra_words(terms, stored))} below {least_extra}"
             if reason is not None:
                 if report['status'] == 'miss':
                     report = {'status': 'refused', 'question': entry.question, 'similarity': round(similarity, 4),

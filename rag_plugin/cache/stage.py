@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 from rag_plugin.cache.semantic import SemanticCache
 from rag_plugin.cache.terms import corpus_names
+from rag_plugin.embeddings.calibration import calibration_of
 from rag_plugin.message import RAGMessage
 
 logger = logging.getLogger(__name__)
@@ -125,7 +126,7 @@ class CacheStage:
             version = corpus_version(vector_store, writes)
             namespace = self.cache.namespace(scope, llm_name, prompt, k, version)
             hit, turn.report = self.cache.lookup(namespace, search_text, turn.embed,
-                                                 self.names(vector_store, version))
+                                                 self.names(vector_store, version), calibration_of(embeddings))
             turn.namespace = namespace
             message = RAGMessage.from_dict(hit.answer) if hit is not None else None
         except Exception as e:  # noqa: BLE001 - the cache is an optimisation; the question is answered anyway

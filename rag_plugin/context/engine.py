@@ -34,6 +34,7 @@ from rag_plugin.context.intents import (BOOTSTRAP_QUERIES, INTENT_KINDS, SubQuer
                                         specific_queries)
 from rag_plugin.context.ranking import Candidate, attach_cosines, chunk_key, fuse, panoramic, rerank
 from rag_plugin.context.scope import ResolvedScope, Scope, resolve_scope
+from rag_plugin.embeddings.memo import VectorMemo
 from rag_plugin.ingest.loaders import without_page_footer
 from rag_plugin.context.suggest import Suggestion, SuggestionChecker, heading_question
 from rag_plugin.ingest.code import parse_symbols
@@ -219,8 +220,8 @@ class ContextEngine:
         parts = self._components()
         self.catalog = SourceCatalog(parts.vector_store, parts.ledger)
         parts.on_change.append(self.catalog.invalidate)
-        self._vectors: dict[str, list[float]] = {}
-        self._lock = threading.Lock()
+        self._vectors = VectorMemo(256)
+        self._vectors_of: Any = None  # the model the memo's vectors are from
         self.suggestion_checker = SuggestionChecker(self._components, self._judge)
 
     @property
@@ -372,14 +373,10 @@ class ContextEngine:
         embeddings = self.parts.embeddings
         if embeddings is None or not text:
             return None
-        vector = self._vectors.get(text)
-        if vector is None:
-            vector = embeddings.embed_query(text)
-            with self._lock:  # the HTTP API calls from several threads
-                if len(self._vectors) >= 256:
-                    self._vectors.pop(next(iter(self._vectors)))
-                self._vectors[text] = vector
-        return vector
+        if embeddings is not self._vectors_of:
+            self._vectors.clear()
+            self._vectors_of = embeddings
+        return self._vectors.vectors([text], lambda texts: [embeddings.embed_query(t) for t in texts])[0].tolist()
 
     def _runs(self, queries: list[SubQuery], n: int, where: Optional[dict]) -> list[tuple[SubQuery, list[Document]]]:
         return [(q, self._search(q.text, n, where)) for q in queries]

@@ -1,4 +1,5 @@
-"""Embed a query once per turn: an embedding model that remembers the last queries each thread embedded.
+"""Vectors remembered: a turn's query embedded once (:class:`RecentQueries`), and the one bounded memo of words and
+texts the stages embed again and again (:class:`VectorMemo`).
 
 A turn embeds its search query for retrieval, then again for the extractive answerer, which scores the fragments'
 sentences against it. A turn runs in one thread (BBF runs each websocket session in its own thread, the HTTP API each
@@ -11,7 +12,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from typing import Callable, Sequence
 
+import numpy as np
 from langchain_core.embeddings import Embeddings
 
 
@@ -36,6 +39,11 @@ class RecentQueries(Embeddings):
         """Embed texts with the model."""
         return self.embeddings.embed_documents(texts)
 
+    def embed_words(self, words: list[str]) -> list[list[float]]:
+        """Embed single words as the model embeds them (``embed_words`` when it has its own way)."""
+        own = getattr(self.embeddings, 'embed_words', None)
+        return own(words) if own is not None else self.embeddings.embed_documents(words)
+
     def embed_query(self, text: str) -> list[float]:
         """The query's vector: from this thread's memory when it embedded it lately, else from the model."""
         memory = getattr(self._local, 'vectors', None)
@@ -48,3 +56,54 @@ class RecentQueries(Embeddings):
                 memory.popitem(last=False)
         memory.move_to_end(text)
         return list(vector)
+
+
+class VectorMemo:
+    """The vectors of texts embedded before, L2-normalised, the least recently used forgotten first. Thread-safe.
+
+    Words recur across questions and chunks, and the follow-up engine's sub-queries recur across turns: a stage asks
+    the memo, and only the texts it has not seen go to the model, in one call.
+
+    Args:
+        max_items (int): texts remembered
+
+    Attributes:
+        max_items (int): texts remembered
+    """
+
+    def __init__(self, max_items: int = 200_000):
+        self.max_items: int = max_items
+        self._items: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def vectors(self, texts: Sequence[str], embed: Callable[[list[str]], list[list[float]]]) -> np.ndarray:
+        """One row per text (``(0, 1)`` for none): remembered ones from memory, the others from ``embed``."""
+        if not texts:
+            return np.zeros((0, 1), dtype=np.float32)
+        with self._lock:
+            missing = [t for t in dict.fromkeys(texts) if t not in self._items]
+        found = {}
+        if missing:
+            vectors = np.asarray(embed(missing), dtype=np.float32).reshape(len(missing), -1)
+            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+            found = dict(zip(missing, vectors))
+        with self._lock:
+            rows = []
+            for text in texts:
+                vector = found.get(text)
+                if vector is None:
+                    vector = self._items.get(text)
+                if vector is None:  # forgotten between the two looks by another thread's additions
+                    vector = np.asarray(embed([text])[0], dtype=np.float32)
+                    vector /= max(float(np.linalg.norm(vector)), 1e-12)
+                rows.append(vector)
+                self._items[text] = vector
+                self._items.move_to_end(text)
+            while len(self._items) > self.max_items:
+                self._items.popitem(last=False)
+        return np.stack(rows)
+
+    def clear(self) -> None:
+        """Forget every vector (the model changed)."""
+        with self._lock:
+            self._items.clear()

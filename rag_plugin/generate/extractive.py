@@ -23,6 +23,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from rag_plugin.augment import FRAGMENT_CLOSE, FRAGMENT_OPEN
+from rag_plugin.embeddings.calibration import calibration_of
 from rag_plugin.section_spans import section_at
 from rag_plugin.text import WORD, found, split_sentences, tokens  # noqa: F401 - re-exported for older imports
 
@@ -106,7 +107,7 @@ class FragmentCache:
     @staticmethod
     def vectors(question: str, fragments: list[_Fragment], embeddings: Embeddings) -> tuple[np.ndarray, np.ndarray]:
         """The question's vector (a query: retrieval has usually just embedded it, see
-        :class:`~rag_plugin.query_memo.RecentQueries`) and the vectors of every sentence and heading of the
+        :class:`~rag_plugin.embeddings.memo.RecentQueries`) and the vectors of every sentence and heading of the
         fragments (one row each, in order); those of fragments this model has not embedded yet are embedded in one
         call."""
         known = [f.vectors[1] if f.vectors is not None and f.vectors[0] is embeddings else None for f in fragments]
@@ -221,7 +222,8 @@ class ExtractiveAnswerer:
         max_sentences (int): at most this many sentences (a list counts as its introducing sentence)
         relative_cutoff (float): extra sentences must score at least this fraction of the best one
         max_list_items (int): list items kept after a selected list introduction
-        min_support (float): abstain (answer '') when the best sentence scores below this (0 never abstains)
+        min_support (float): abstain (answer '') when the best sentence scores below this (0 never abstains; None:
+            the embedding model's calibration, :mod:`rag_plugin.embeddings.calibration`)
         cache (FragmentCache): where fragments read before are kept (a new one if none is provided)
         section_sentences (int): at most this many sentences (a list counts as one) answer a question that names a
             section: its heading holds the question's words and matches it better than any sentence does ("What
@@ -229,18 +231,18 @@ class ExtractiveAnswerer:
 
     Attributes:
         max_sentences (int): at most this many sentences
-        min_support (float): the support below which the answerer abstains
+        min_support (float | None): the support below which the answerer abstains (None: the model's calibration)
         section_sentences (int): at most this many sentences answer a question that names a section
         cache (FragmentCache): fragments read before
     """
 
     def __init__(self, max_sentences: int = 3, relative_cutoff: float = 0.75, max_list_items: int = 12,
-                 min_support: float = DEFAULT_MIN_SUPPORT, cache: Optional[FragmentCache] = None,
+                 min_support: Optional[float] = None, cache: Optional[FragmentCache] = None,
                  section_sentences: int = 5):
         self.max_sentences: int = max_sentences
         self.relative_cutoff: float = relative_cutoff
         self.max_list_items: int = max_list_items
-        self.min_support: float = min_support
+        self.min_support: Optional[float] = min_support
         self.section_sentences: int = section_sentences
         self.cache: FragmentCache = cache if cache is not None else FragmentCache()
 
@@ -270,6 +272,7 @@ class ExtractiveAnswerer:
             dense = vectors @ asked
             if query != question:  # a follow-up: as close to the standalone query as to the words asked
                 dense = (dense + vectors @ np.asarray(embeddings.embed_query(query), dtype=np.float64)) / 2
+            dense = calibration_of(embeddings).meaning(dense)  # one least support for every model's scale
         quantity = bool(_QUANTITY.search(question))
         for i, sentence in enumerate(sentences):
             lexical = sum(idf[t] for t in weights if t in bags[i]) / total
@@ -298,10 +301,11 @@ class ExtractiveAnswerer:
         self._score(question, query or question, fragments, pieces, bags, embeddings, synonyms)
         ranked = sorted(sentences, key=lambda s: -s.score)
         top = ranked[0]
-        if top.support < self.min_support:
+        least = self.least_support(embeddings)
+        if top.support < least:
             return Extraction('', top.support, top.text)
-        subject = self._subject(pieces)
-        about = self._about(subject, ranked)
+        subject = self._subject(pieces, least)
+        about = self._about(subject, ranked, least)
         names = subject is not None and subject.support > top.support and _covers(subject.text, question)
         chosen = self._section(subject, sentences) if names else []
         first = subject.fragment if chosen else None  # a section is read from where it starts
@@ -376,21 +380,28 @@ class ExtractiveAnswerer:
         :meth:`select`)."""
         return self.select(question, docs, embeddings, query).text
 
-    def _subject(self, pieces: list[_Sentence]) -> Optional[_Sentence]:
+    def least_support(self, embeddings: Optional[Embeddings] = None) -> float:
+        """The support below which the answerer abstains: ``min_support``, else the calibration of the embeddings
+        (:data:`DEFAULT_MIN_SUPPORT` without embeddings: word overlap alone)."""
+        if self.min_support is not None:
+            return self.min_support
+        return calibration_of(embeddings).min_support if embeddings is not None else DEFAULT_MIN_SUPPORT
+
+    def _subject(self, pieces: list[_Sentence], least: float) -> Optional[_Sentence]:
         """The heading that supports the question best, where its section starts when a fragment shows that (else
         in the best-ranked fragment); None without a heading that supports it at least ``min_support``."""
         headings = [piece for piece in pieces if piece.is_heading]
         best = max(headings, key=lambda h: h.support, default=None)
-        if best is None or best.support < self.min_support:
+        if best is None or best.support < least:
             return None
         return min((h for h in headings if _squash(h.text) == _squash(best.text)),
                    key=lambda h: (h.position < 0, h.fragment))
 
-    def _about(self, subject: Optional[_Sentence], ranked: list[_Sentence]) -> Optional[set[str]]:
+    def _about(self, subject: Optional[_Sentence], ranked: list[_Sentence], least: float) -> Optional[set[str]]:
         """The sections the question is about: that of the heading that supports it best and that of the best
         sentence that is not a list item (a list item is judged by its list's section); None (any section) when
         neither supports the question at least ``min_support``."""
-        prose = next((s for s in ranked if not s.is_list_item and s.support >= self.min_support), None)
+        prose = next((s for s in ranked if not s.is_list_item and s.support >= least), None)
         sections = ({_squash(subject.text)} if subject is not None else set()) | \
             ({_squash(prose.section or '')} if prose is not None else set())
         return sections or None

@@ -46,16 +46,12 @@ def chunking_settings(splitter: TextSplitter, contextual: bool) -> dict:
 
 
 def embedding_settings(embeddings: Any) -> dict:
-    """The embedding model (``model_id``, ``model_name`` or ``model`` of the embeddings, else their class) and its
-    variant (``variant``, default ``float32``). The runtime (ONNX Runtime or PyTorch) is not part of it: both give
-    the same vectors."""
-    model = None
-    for attribute in ('model_id', 'model_name', 'model'):
-        value = getattr(embeddings, attribute, None)
-        if isinstance(value, str) and value:
-            model = value
-            break
-    return {'model': model or type(embeddings).__name__, 'variant': getattr(embeddings, 'variant', None) or 'float32'}
+    """The embedding model (:func:`rag_plugin.embeddings.model_id`: ``model_id``, ``model_name`` or ``model`` of the
+    embeddings or of the model they wrap, else their class) and its variant (``variant``, default ``float32``). The
+    runtime (ONNX Runtime or PyTorch) is not part of it: both give the same vectors."""
+    from rag_plugin.embeddings import model_id
+    variant = getattr(embeddings, 'variant', None) or getattr(getattr(embeddings, 'embeddings', None), 'variant', None)
+    return {'model': model_id(embeddings), 'variant': variant or 'float32'}
 
 
 def fingerprint(settings: dict) -> str:

@@ -363,6 +363,29 @@ class Ingestor:
         return {settings_of.CHUNKING_KEY: settings_of.chunking_settings(self.splitter, contextual),
                 settings_of.EMBEDDING_KEY: settings_of.embedding_settings(embeddings)}
 
+    def check_model(self, embedding: Optional[dict] = None) -> Optional[dict]:
+        """Refuse embeddings of another model than the one the store's vectors were made with; return the recorded
+        model (None when the ledger has none, or the store no files).
+
+        Args:
+            embedding (dict): the embeddings' settings (default: :meth:`store_settings`'s)
+
+        Raises:
+            SettingsChanged: the store holds vectors of another embedding model or variant (the message says how to
+                rebuild it with the new model)
+        """
+        embedding = embedding or self.store_settings()[settings_of.EMBEDDING_KEY]
+        recorded = settings_of.loads(self.ledger.setting(settings_of.EMBEDDING_KEY))
+        if recorded is not None and recorded != embedding and self.ledger.all():
+            raise settings_of.SettingsChanged(
+                f'the store ({self.ledger.path}) holds vectors of the embedding model {recorded.get("model")} '
+                f'({recorded.get("variant")}); the embeddings given now are {embedding["model"]} '
+                f'({embedding["variant"]}): {settings_of.changes(recorded, embedding)}. Vectors of two models are '
+                f'never mixed in one store: use the embeddings it was built with (rag.embedding_model), or rebuild '
+                f'it with the new model into a new store: `python -m rag_plugin ingest FOLDER --store NEW_FOLDER '
+                f'--embedding-model MODEL` (or another collection; or delete this store and ingest again)')
+        return recorded
+
     def _check_settings(self) -> str:
         """Compare the settings with those the ledger recorded for the store; record them; return the chunking
         fingerprint. A store without recorded settings (written before they were) is adopted as it is.
@@ -372,15 +395,7 @@ class Ingestor:
         """
         current = self.store_settings()
         embedding = current[settings_of.EMBEDDING_KEY]
-        recorded = settings_of.loads(self.ledger.setting(settings_of.EMBEDDING_KEY))
-        if recorded is not None and recorded != embedding and self.ledger.all():
-            raise settings_of.SettingsChanged(
-                f'the store ({self.ledger.path}) holds vectors of the embedding model {recorded.get("model")} '
-                f'({recorded.get("variant")}); the embeddings given now are {embedding["model"]} '
-                f'({embedding["variant"]}): {settings_of.changes(recorded, embedding)}. Vectors of two models are '
-                f'never mixed in one store: use the embeddings it was built with, or rebuild it (ingest into a new '
-                f'store: another folder, e.g. `python -m rag_plugin ingest FOLDER --store NEW_FOLDER`, or another '
-                f'collection; or delete this store and ingest again)')
+        recorded = self.check_model(embedding)
         if recorded != embedding:
             self.ledger.set_setting(settings_of.EMBEDDING_KEY, settings_of.dumps(embedding))
         chunking = current[settings_of.CHUNKING_KEY]

@@ -37,6 +37,9 @@ class CorpusStore(Protocol):
         """The chunks with these ids (ids the store lacks are left out), by id, in the store's order (``cached``: a
         copy this process holds, as of the last :meth:`refresh`, may answer)."""
 
+    def sample(self, n: int = 1) -> list[tuple[str, Document, list[float]]]:
+        """Up to ``n`` chunks with their stored vectors, ``(id, chunk, vector)`` (which model made them, its scale)."""
+
     def embeddings_of(self, ids: Sequence[str]) -> dict[str, list[float]]:
         """The stored embeddings of chunks, by id."""
 

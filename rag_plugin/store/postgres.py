@@ -422,6 +422,13 @@ class PostgresStore(VectorStore):
         """None: every chunk of a PostgreSQL store is written as ours (see :meth:`add_texts`)."""
         return {}
 
+    def sample(self, n: int = 1) -> list[tuple[str, Document, list[float]]]:
+        """Up to ``n`` chunks with their stored vectors: ``(id, chunk, vector)`` (the embedding model's scale)."""
+        with self.connection() as conn:
+            rows = conn.execute(f'SELECT id, document, metadata, embedding::text FROM {self.chunks_table} LIMIT %s',
+                                (n,)).fetchall()
+        return [(i, Document(page_content=text, metadata=metadata), _parse_vector(v)) for i, text, metadata, v in rows]
+
     def embeddings_of(self, ids: Sequence[str]) -> dict[str, list[float]]:
         """The stored embeddings of chunks, by id."""
         if not ids:

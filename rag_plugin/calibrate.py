@@ -1,0 +1,341 @@
+"""Calibrate the score thresholds of an embedding model on labelled questions (``python -m rag_plugin calibrate``).
+
+Each question runs once per word-similarity value through :meth:`RAG.run` with the checks open (no similarity
+cut, no coverage or vocabulary verdict, no least support), and the trace gives what each check reads: the best
+chunk's score, the question's coverage, the share of words the documents never use, the answerer's support and
+whether its answer cites a gold page. Every combination of thresholds on the grid is then replayed on those
+observations (:func:`outcome`), and one is chosen (:func:`choose`):
+
+1. ``relevance_threshold``: the highest that sends at most :data:`MAX_ANSWERABLE_NOT_FOUND` of the answerable
+   questions to "not found" (the similarity check's one job is the clearly off-topic question; the middle of a run of
+   values that catch the same questions);
+2. ``coverage_below``, ``min_support`` (and ``word_similarity`` when no word pairs are given): among the combinations
+   that keep at least :data:`KEEP_RIGHT` of the most right answers any combination gives, the fewest wrong ones (an
+   answer citing no gold page, or an answer to an unanswerable question); ties go to the most cautious.
+3. ``word_similarity`` from word pairs (``--words``), when given: the lowest value at which at most
+   :data:`MAX_FALSE_WORD_MATCHES` of the pairs of different words match (questions rarely tell it apart).
+
+The grid is on the model's own scale: MiniLM's grid moved from the model's floor (:class:`Scale`).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+
+from rag_plugin.embeddings.calibration import Calibration
+
+MAX_ANSWERABLE_NOT_FOUND = 0.05
+"""float: the share of answerable questions the similarity check may send to "not found"."""
+
+KEEP_RIGHT = 0.95
+"""float: the share of the most right answers a chosen combination keeps."""
+
+MAX_FALSE_WORD_MATCHES = 0.02
+"""float: the share of pairs of different words that may count as the same word."""
+
+RELEVANCE_GRID = tuple(np.round(np.arange(0.05, 0.45, 0.05), 2))
+COVERAGE_GRID = tuple(np.round(np.arange(0.3, 0.75, 0.05), 2))
+SUPPORT_GRID = tuple(np.round(np.arange(0.10, 0.42, 0.02), 2))
+WORD_GRID = (0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 1.01)
+"""The grids, on MiniLM's scale (a cosine of 0 for unrelated texts); ``word_similarity`` 1.01: only the same word."""
+
+
+@dataclass(frozen=True)
+class Scale:
+    """Moves a threshold from MiniLM's scale to a model's: ``floor + (1 - floor) * value``.
+
+    Attributes:
+        floor (float): what unrelated texts score with the model (0 for MiniLM)
+    """
+    floor: float = 0.0
+
+    def __call__(self, value: float) -> float:
+        return value if value > 1 else round(self.floor + (1 - self.floor) * value, 3)
+
+
+@dataclass
+class Observation:
+    """What the checks read for one question at one word-similarity value.
+
+    Attributes:
+        id (str): the question's id
+        answerable (bool): the documents answer it
+        half (str): ``calibration`` or ``validation``
+        word_similarity (float): the value it ran with
+        best (float | None): the best chunk's score (None: nothing retrieved)
+        coverage (float | None): the question's coverage by the chunks
+        vocabulary (bool): the vocabulary check says the documents never use its key words
+        support (float): the answerer's support
+        right (bool): the answer cites a gold page (+-1)
+    """
+    id: str
+    answerable: bool
+    half: str
+    word_similarity: float
+    best: Optional[float]
+    coverage: Optional[float]
+    vocabulary: bool
+    support: float
+    right: bool
+
+
+@dataclass
+class Choice:
+    """The thresholds chosen, and the table they were chosen from.
+
+    Attributes:
+        relevance_threshold (float), coverage_below (float), word_similarity (float), min_support (float): chosen
+        counts (dict): the outcomes of the chosen combination on the questions it was chosen on
+        table (list[dict]): the best combinations considered, with their counts
+        n_questions (int): questions it was chosen on
+    """
+    relevance_threshold: float
+    coverage_below: float
+    word_similarity: float
+    min_support: float
+    counts: dict = field(default_factory=dict)
+    table: list = field(default_factory=list)
+    n_questions: int = 0
+
+
+def outcome(o: Observation, relevance: float, coverage_below: float, min_support: float,
+            min_coverage: float = 0.5) -> str:
+    """``not_found``, ``closest``, ``right`` or ``wrong`` (an answer not citing a gold page, or to an unanswerable
+    question) under these thresholds, as :meth:`RAG.run` would end."""
+    if o.best is None or o.best < relevance:
+        return 'not_found'
+    if o.vocabulary or (o.coverage is not None and o.coverage < min_coverage and o.best < coverage_below):
+        return 'closest'
+    if o.support < min_support:
+        return 'closest'
+    return 'right' if o.answerable and o.right else 'wrong'
+
+
+def _counts(observations: Sequence[Observation], relevance: float, coverage_below: float, min_support: float
+            ) -> dict:
+    counts = {'right': 0, 'wrong': 0, 'answerable_closest': 0, 'answerable_not_found': 0,
+              'unanswerable_answered': 0, 'unanswerable_closest': 0, 'unanswerable_not_found': 0}
+    for o in observations:
+        ended = outcome(o, relevance, coverage_below, min_support)
+        if o.answerable:
+            key = {'right': 'right', 'wrong': 'wrong'}.get(ended, f'answerable_{ended}')
+        else:
+            key = 'unanswerable_answered' if ended in ('right', 'wrong') else f'unanswerable_{ended}'
+            if ended in ('right', 'wrong'):
+                counts['wrong'] += 1
+        counts[key] += 1
+    return counts
+
+
+def _middle(values: list[float]) -> float:
+    return values[(len(values) - 1) // 2]
+
+
+def word_threshold(pairs: Iterable[tuple[float, bool]], grid: Sequence[float]) -> float:
+    """The lowest grid value at which at most :data:`MAX_FALSE_WORD_MATCHES` of the different-word pairs match.
+
+    Args:
+        pairs: ``(cosine, same meaning)`` of word pairs
+        grid: the candidate values, ascending
+    """
+    different = np.array([c for c, same in pairs if not same])
+    for value in grid:
+        if not len(different) or (different >= value).mean() <= MAX_FALSE_WORD_MATCHES:
+            return value
+    return grid[-1]
+
+
+def choose(observations: Sequence[Observation], scale: Scale = Scale(), word_similarity: Optional[float] = None
+           ) -> Choice:
+    """Choose the thresholds (see the module's rules) on ``observations``.
+
+    Args:
+        observations: the questions' observations, at one or more word-similarity values
+        scale (Scale): the model's scale (the grids are moved to it)
+        word_similarity (float): a value chosen from word pairs (None: chosen with the questions)
+    """
+    words = sorted({o.word_similarity for o in observations})
+    if word_similarity is not None:
+        words = [min(words, key=lambda w: abs(w - word_similarity))]
+    by_word = {w: [o for o in observations if o.word_similarity == w] for w in words}
+    reference = by_word[words[0]]
+    answerable = [o for o in reference if o.answerable]
+    unanswerable = [o for o in reference if not o.answerable]
+    feasible = []
+    for value in map(scale, RELEVANCE_GRID):
+        lost = sum(o.best is None or o.best < value for o in answerable)
+        if not answerable or lost / len(answerable) <= MAX_ANSWERABLE_NOT_FOUND:
+            feasible.append((sum(o.best is None or o.best < value for o in unanswerable), value))
+    caught = max((c for c, _ in feasible), default=0)
+    relevance = _middle([v for c, v in feasible if c == caught]) if feasible else scale(RELEVANCE_GRID[0])
+    rows = []
+    for w in words:
+        for below in map(scale, COVERAGE_GRID):
+            for least in SUPPORT_GRID:
+                counts = _counts(by_word[w], relevance, below, least)
+                rows.append({'word_similarity': w, 'coverage_below': below, 'min_support': float(least), **counts})
+    most_right = max(r['right'] for r in rows)
+    kept = [r for r in rows if r['right'] >= KEEP_RIGHT * most_right]
+    fewest = min(r['wrong'] for r in kept)
+    tied = [r for r in kept if r['wrong'] == fewest]
+    best = max(tied, key=lambda r: (r['word_similarity'], r['coverage_below'], r['min_support']))
+    # the most cautious of the ties: the middle of the tied supports at the chosen coverage and word values
+    supports = sorted(r['min_support'] for r in tied if r['word_similarity'] == best['word_similarity']
+                      and r['coverage_below'] == best['coverage_below'])
+    best = next(r for r in tied if r['word_similarity'] == best['word_similarity']
+                and r['coverage_below'] == best['coverage_below'] and r['min_support'] == _middle(supports))
+    table = sorted(kept, key=lambda r: (r['wrong'], -r['right']))[:12]
+    counts = {k: v for k, v in best.items() if k not in ('word_similarity', 'coverage_below', 'min_support')}
+    return Choice(relevance, best['coverage_below'], best['word_similarity'], best['min_support'], counts, table,
+                  len(reference))
+
+
+def evaluate(observations: Sequence[Observation], choice: Choice) -> dict:
+    """The outcomes of a choice on other observations (the validation half)."""
+    chosen = [o for o in observations if o.word_similarity == choice.word_similarity] or list(observations)
+    return _counts(chosen, choice.relevance_threshold, choice.coverage_below, choice.min_support)
+
+
+def observe(rag, items, words: Sequence[float], progress: bool = False) -> list[Observation]:
+    """Run every question through ``rag.run`` at each word-similarity value with the checks open, and read what
+    the checks would read from the trace.
+
+    Args:
+        rag (RAG): a RAG with the extractive answerer on the store to calibrate
+        items (list[QAItem]): labelled questions (answerable ones with their pages)
+        words: the word-similarity values (on the model's scale)
+        progress (bool): print a dot per question
+    """
+    import tempfile
+
+    from rag_plugin.evaluation import on_gold
+    from rag_plugin.trace import TraceWriter, read_trace
+    from rag_plugin.text import language
+    guard, calibration = rag.guard, rag.calibration
+    saved = (guard.threshold, guard.coverage_below, guard.max_unknown, guard.word_similarity, rag.tracer,
+             rag.embeddings.calibration if rag.embeddings is not None else None)
+    max_unknown, languages = guard.max_unknown, guard.vocabulary_languages
+    observations = []
+    with tempfile.TemporaryDirectory() as folder:
+        rag.tracer = TraceWriter(str(Path(folder) / 'trace.jsonl'))
+        guard.threshold, guard.coverage_below, guard.max_unknown = -1.0, -1.0, 1.01
+        if rag.embeddings is not None:
+            rag.embeddings.calibration = _open(calibration)
+        try:
+            for w in words:
+                guard.word_similarity = w
+                for item in items:
+                    message = rag.run(message=item.question)
+                    record = read_trace(rag.tracer.path, 1)[-1]
+                    decision = record.get('guard') or {}
+                    generation = record.get('generation') or {}
+                    share = decision.get('unknown_share')
+                    vocabulary = bool(decision.get('unknown')) and share is not None and share >= max_unknown \
+                        and language(item.question) in languages
+                    right = message.outcome == 'answer' and any(
+                        on_gold(message.docs[n - 1].metadata, item) for n in message.cited if n <= len(message.docs))
+                    observations.append(Observation(
+                        item.id, item.answerable, item.half or half_of(item.id), w, decision.get('best_score'),
+                        decision.get('coverage'), vocabulary, float(generation.get('support') or 0.0), bool(right)))
+                    if progress:
+                        print('.', end='', flush=True)
+        finally:
+            (guard.threshold, guard.coverage_below, guard.max_unknown, guard.word_similarity, rag.tracer,
+             restored) = saved
+            if rag.embeddings is not None:
+                rag.embeddings.calibration = restored
+    if progress:
+        print()
+    return observations
+
+
+def _open(calibration: Calibration) -> Calibration:
+    from dataclasses import replace
+    return replace(calibration, min_support=0.0)
+
+
+def floor_of(model: str, embeddings, chunks: Sequence[Sequence[float]]) -> float:
+    """The model's floor: the shipped calibration's (0 for MiniLM), else its off-topic level on the store
+    (:func:`rag_plugin.embeddings.calibration.off_topic_level`)."""
+    from rag_plugin.embeddings.calibration import PROBES, SHIPPED, model_key, off_topic_level
+    shipped = SHIPPED.get(model_key(model))
+    if shipped is not None or not len(chunks):
+        return shipped.cosine_floor if shipped is not None else 0.0
+    return round(off_topic_level(chunks, [embeddings.embed_query(p) for p in PROBES]), 3)
+
+
+def word_pairs(path: str, embeddings) -> list[tuple[float, bool]]:
+    """``(cosine, same meaning)`` of the word pairs of a ``.jsonl`` file (``a``, ``b``, ``same``), embedded as the
+    guard embeds words."""
+    rows = [json.loads(line) for line in Path(path).read_text(encoding='utf-8').splitlines() if line.strip()]
+    embed = getattr(embeddings, 'embed_words', None) or embeddings.embed_documents
+    a = np.asarray(embed([r['a'] for r in rows]), dtype=np.float64)
+    b = np.asarray(embed([r['b'] for r in rows]), dtype=np.float64)
+    a /= np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
+    b /= np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
+    return [(float(c), bool(r['same'])) for c, r in zip((a * b).sum(axis=1), rows)]
+
+
+def half_of(item_id: str) -> str:
+    """``calibration`` for an odd id number, ``validation`` for an even one (the sets' rule when no half is given)."""
+    digits = ''.join(ch for ch in item_id if ch.isdigit())
+    return 'calibration' if digits and int(digits) % 2 else 'validation'
+
+
+def settings_text(choice: Choice, model: str) -> str:
+    """The ``[rag]`` lines of a choice."""
+    return '\n'.join([f'# calibrated for {model} on {choice.n_questions} questions (python -m rag_plugin calibrate)',
+                      f'rag.relevance_threshold = {choice.relevance_threshold}',
+                      f'rag.coverage_below = {choice.coverage_below}',
+                      f'rag.word_similarity = {choice.word_similarity}',
+                      f'rag.min_support = {choice.min_support}'])
+
+
+def format_choice(choice: Choice, validation: Optional[dict] = None) -> str:
+    """The chosen thresholds, the table they were chosen from, and their outcomes on the validation half."""
+    keys = ('right', 'wrong', 'answerable_closest', 'answerable_not_found', 'unanswerable_answered',
+            'unanswerable_closest', 'unanswerable_not_found')
+    head = ['word_similarity', 'coverage_below', 'min_support', *keys]
+    lines = [f'relevance_threshold {choice.relevance_threshold} (at most {MAX_ANSWERABLE_NOT_FOUND:.0%} of the '
+             f'answerable questions not found)', '',
+             f'Combinations keeping >= {KEEP_RIGHT:.0%} of the most right answers, fewest wrong first:', '',
+             '| ' + ' | '.join(head) + ' |', '|' + ' --- |' * len(head)]
+    for row in choice.table:
+        mark = ' (chosen)' if (row['word_similarity'], row['coverage_below'], row['min_support']) == (
+            choice.word_similarity, choice.coverage_below, choice.min_support) else ''
+        lines.append('| ' + ' | '.join(str(row[h]) for h in head) + mark + ' |')
+    if validation is not None:
+        lines += ['', 'Chosen thresholds on the other questions (validation): ' +
+                  ', '.join(f'{k} {validation[k]}' for k in keys)]
+    return '\n'.join(lines)
+
+
+def write_settings(path: str, text: str) -> None:
+    """Set the ``[rag]`` lines of ``text`` in a ``config.ini`` (added to the section, replacing the same
+    settings)."""
+    import re
+    file = Path(path)
+    current = file.read_text(encoding='utf-8') if file.exists() else ''
+    lines = [line for line in text.splitlines() if line.startswith('rag.')]
+    names = {line.split('=')[0].strip() for line in lines}
+    kept = [line for line in current.splitlines()
+            if not (re.match(r'\s*rag\.\w+\s*=', line) and line.split('=')[0].strip() in names)]
+    if '[rag]' not in (line.strip() for line in kept):
+        kept += ['', '[rag]']
+    at = next(i for i, line in enumerate(kept) if line.strip() == '[rag]') + 1
+    kept[at:at] = text.splitlines()
+    file.write_text('\n'.join(kept).strip('\n') + '\n', encoding='utf-8')
+
+
+def save(observations: Sequence[Observation], path: str) -> None:
+    """Write observations as JSON lines (to choose again without running the questions)."""
+    Path(path).write_text(''.join(json.dumps(asdict(o)) + '\n' for o in observations), encoding='utf-8')
+
+
+def load(path: str) -> list[Observation]:
+    """Read observations written by :func:`save`."""
+    return [Observation(**json.loads(line)) for line in Path(path).read_text(encoding='utf-8').splitlines() if line]
