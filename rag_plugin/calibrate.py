@@ -11,7 +11,9 @@ observations (:func:`outcome`), and one is chosen (:func:`choose`):
    values that catch the same questions);
 2. ``coverage_below``, ``min_support`` (and ``word_similarity`` when no word pairs are given): among the combinations
    that keep at least :data:`KEEP_RIGHT` of the most right answers any combination gives, the fewest wrong ones (an
-   answer citing no gold page, or an answer to an unanswerable question); ties go to the most cautious.
+   answer citing no gold page, or an answer to an unanswerable question); among those, the most cautious (the
+   highest least support, then coverage limit): what the questions cannot tell apart goes to caution, since an unsure
+   question costs little (it gets its closest passages).
 3. ``word_similarity`` from word pairs (``--words``), when given: the lowest value at which at most
    :data:`MAX_FALSE_WORD_MATCHES` of the pairs of different words match (questions rarely tell it apart).
 
@@ -132,6 +134,7 @@ def _counts(observations: Sequence[Observation], relevance: float, coverage_belo
 
 
 def _middle(values: list[float]) -> float:
+    """The middle of a run of values that end the same way."""
     return values[(len(values) - 1) // 2]
 
 
@@ -182,12 +185,8 @@ def choose(observations: Sequence[Observation], scale: Scale = Scale(), word_sim
     kept = [r for r in rows if r['right'] >= KEEP_RIGHT * most_right]
     fewest = min(r['wrong'] for r in kept)
     tied = [r for r in kept if r['wrong'] == fewest]
-    best = max(tied, key=lambda r: (r['word_similarity'], r['coverage_below'], r['min_support']))
-    # the most cautious of the ties: the middle of the tied supports at the chosen coverage and word values
-    supports = sorted(r['min_support'] for r in tied if r['word_similarity'] == best['word_similarity']
-                      and r['coverage_below'] == best['coverage_below'])
-    best = next(r for r in tied if r['word_similarity'] == best['word_similarity']
-                and r['coverage_below'] == best['coverage_below'] and r['min_support'] == _middle(supports))
+    # what the questions cannot tell apart goes to caution: an unsure question costs little (its closest passages)
+    best = max(tied, key=lambda r: (r['min_support'], r['coverage_below'], r['word_similarity']))
     table = sorted(kept, key=lambda r: (r['wrong'], -r['right']))[:12]
     counts = {k: v for k, v in best.items() if k not in ('word_similarity', 'coverage_below', 'min_support')}
     return Choice(relevance, best['coverage_below'], best['word_similarity'], best['min_support'], counts, table,

@@ -516,7 +516,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         word = calibrate.word_threshold(calibrate.word_pairs(args.words, rag.embeddings),
                                         [scale(w) for w in calibrate.WORD_GRID])
     if args.load:
-        observations = calibrate.load(args.load)
+        observations = [o for path in args.load for o in calibrate.load(path)]
     else:
         words = [word] if word is not None else [scale(w) for w in calibrate.WORD_GRID]
         observations = calibrate.observe(rag, items, words, progress=not args.json)
@@ -704,7 +704,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help='choose on the calibration half only and report the validation half (default: all)')
     p.add_argument('--write', metavar='CONFIG_INI', help="set the chosen values in this config.ini's [rag] section")
     p.add_argument('--save', metavar='OBS.jsonl', help='save the observations (to choose again with --load)')
-    p.add_argument('--load', metavar='OBS.jsonl', help='choose from saved observations instead of running')
+    p.add_argument('--load', metavar='OBS.jsonl', action='append',
+                   help='choose from saved observations instead of running (repeatable: pooled)')
     p.add_argument('--json', action='store_true', help='print the choice as JSON')
     p.set_defaults(func=cmd_calibrate)
 

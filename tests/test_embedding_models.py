@@ -174,9 +174,12 @@ def test_an_uncalibrated_model_gets_a_warning_and_cautious_thresholds_from_its_o
     assert '30 days' in rag.run(message=TRASH).answer
 
 
-def test_calibrate_reproduces_the_shipped_minilm_thresholds_within_one_step(tmp_path):
-    """calibrate on data/pdfs's sets (all their questions, word_similarity from the word pairs) chooses the shipped
-    MiniLM calibration within one sweep step, and writes the [rag] settings into a config.ini."""
+def test_calibrate_on_the_sample_corpus_chooses_the_shipped_minilm_thresholds(tmp_path):
+    """calibrate on data/pdfs's sets (all their questions; word_similarity from the word pairs) chooses the shipped
+    MiniLM relevance threshold, word similarity and least support within one sweep step, and writes the [rag]
+    settings into a config.ini. Its coverage limit comes out two steps lower (0.4): the shipped 0.5 answers 5% fewer
+    of these questions, more than the rule's budget, and was kept because on the validation half of all three
+    corpora it halves the unanswerable questions answered (docs/embeddings.md)."""
     from rag_plugin.embeddings.calibration import MINILM
     config = tmp_path / 'config.ini'
     config.write_text('[websocket]\nwebsocket.port = 8765\n\n[rag]\nrag.k = 4\nrag.min_support = 0.9\n')
@@ -187,9 +190,10 @@ def test_calibrate_reproduces_the_shipped_minilm_thresholds_within_one_step(tmp_
     assert result.returncode == 0, result.stderr
     import json
     choice = json.loads(result.stdout)['choice']
-    steps = {'relevance_threshold': 0.05, 'coverage_below': 0.05, 'word_similarity': 0.05, 'min_support': 0.02}
+    steps = {'relevance_threshold': 0.05, 'word_similarity': 0.05, 'min_support': 0.02, 'coverage_below': 0.1}
     for name, step in steps.items():
         assert abs(choice[name] - getattr(MINILM, name)) <= step + 1e-9, (name, choice[name])
+    assert choice['counts']['right'] > choice['counts']['wrong'] and choice['n_questions'] == 237
     text = config.read_text()
     assert 'websocket.port = 8765' in text and 'rag.k = 4' in text and 'rag.min_support = 0.9' not in text
     assert f"rag.min_support = {choice['min_support']}" in text
