@@ -36,7 +36,7 @@ def rss():
         return next(int(l.split()[1]) for l in f if l.startswith('VmRSS')) / 1024
 before = rss()
 started = time.perf_counter()
-from rag_plugin.embeddings import embeddings_for
+from rag_plugin.embeddings.select import embeddings_for
 model = embeddings_for(sys.argv[1])
 model.embed_query('warm up')
 load = time.perf_counter() - started

@@ -49,7 +49,7 @@ def auc(sims: np.ndarray, same: np.ndarray) -> float:
 
 def main(argv=None) -> int:
     from rag_plugin.calibrate import word_threshold
-    from rag_plugin.embeddings import embeddings_for
+    from rag_plugin.embeddings.select import embeddings_for
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--models', default='minilm,e5-multilingual')
     parser.add_argument('--json', help='also write the numbers to this file')

@@ -39,7 +39,7 @@ def default_embeddings(model_name_or_path: Optional[str] = None, bot=None) -> Em
         bot (Bot): the bot whose ``rag.embedding_model``, ``rag.embedding_backend`` and ``rag.embedding_variant``
             properties apply
     """
-    from rag_plugin.embeddings import embeddings_for
+    from rag_plugin.embeddings.select import embeddings_for
     return embeddings_for(resolve(RAG_EMBEDDING_MODEL, bot, model_name_or_path),
                           backend=resolve(RAG_EMBEDDING_BACKEND, bot), variant=resolve(RAG_EMBEDDING_VARIANT, bot))
 

