@@ -254,5 +254,16 @@ def config_section(values: Optional[dict[str, Any]] = None) -> str:
     return '\n'.join(lines) + '\n'
 
 
+def markdown_table() -> str:
+    """Every setting as a Markdown table (property, default, environment variable, meaning), in declaration order:
+    what ``docs/configuration.md`` shows (``tests/test_docs.py`` checks that it is current)."""
+    lines = ['| property | default | environment | meaning |', '| --- | --- | --- | --- |']
+    for setting in SETTINGS.values():
+        env = f'`{setting.env}`' if setting.env else ''
+        meaning = setting.description.replace('|', '\\|').replace('<', '&lt;').replace('>', '&gt;')
+        lines.append(f'| `{setting.name}` | `{_text(setting.default_value)}` | {env} | {meaning} |')
+    return '\n'.join(lines) + '\n'
+
+
 def _text(value: Any) -> str:
     return 'none' if value is None else str(value)
