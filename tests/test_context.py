@@ -205,7 +205,7 @@ def test_specific_intents_boost_backlog_and_rules_documents(make_rag):
 
 def test_specific_intent_retrieval_does_not_hurt_plain_questions(make_rag):
     """The harness: hybrid vs specific-intent (sub-queries, alignment re-ranking, boosts) on our QA set."""
-    from rag_plugin.context.measure import compare_specific
+    from rag_plugin.evaluation import compare_specific
     results, table = compare_specific(make_rag(), str(ROOT / 'data' / 'eval' / 'nimbus_qa.jsonl'))
     print('\n' + table)
     plain, specific = results
