@@ -11,28 +11,43 @@ import pytest
 from conftest import PDFS, ROOT, repeated_sentences
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
-PACKAGE_KEYS = {'mode', 'intent', 'summary', 'topics', 'critical_points', 'items', 'follow_up_refs', 'scope'}
+PACKAGE_KEYS = {'mode', 'intent', 'summary', 'topics', 'criticalPoints', 'items', 'followUpRefs', 'scope'}
+LEGACY_PACKAGE_KEYS = {'critical_points', 'follow_up_refs'}  # 0.1.0's snake_case keys, still written beside them
 ANSWER_KEYS = {'mode', 'intent', 'answer', 'summary', 'topics', 'criticalPoints', 'citations', 'scope'}
 PDF_NAMES = {p.name for p in PDFS.glob('*.pdf')}
 
 
+def assert_legacy(data: dict, *keys: str) -> None:
+    """Each camelCase key that ``data`` holds has its 0.1.0 snake_case alias beside it, with the same value."""
+    from rag_plugin.context import LEGACY_KEYS
+    for key in keys:
+        if key in data:
+            assert data[LEGACY_KEYS[key]] == data[key], (key, data)
+
+
 def assert_package(package: dict) -> None:
-    """The context package has exactly the contract's fields, with the contract's types."""
-    assert set(package) == PACKAGE_KEYS
+    """The context package has exactly the contract's fields (camelCase, plus 0.1.0's snake_case aliases), with
+    the contract's types."""
+    assert set(package) == PACKAGE_KEYS | LEGACY_PACKAGE_KEYS
+    assert_legacy(package, 'criticalPoints', 'followUpRefs')
     assert package['mode'] in ('documental', 'codigo', 'auto') and package['intent'] in ('bootstrap', 'specific')
     assert isinstance(package['summary'], str)
     assert all(isinstance(t, str) for t in package['topics'])
-    assert all(isinstance(p, str) for p in package['critical_points'])
+    assert all(isinstance(p, str) for p in package['criticalPoints'])
     for item in package['items']:
-        for key, kind in (('chunk_id', str), ('document_id', str), ('source_id', str), ('title', str),
+        for key, kind in (('chunkId', str), ('documentId', str), ('sourceId', str), ('title', str),
                           ('content', str), ('score', float)):
             assert isinstance(item[key], kind), (key, item)
-        for key, kind in (('page', int), ('section', str), ('line_start', int), ('line_end', int)):
+        for key, kind in (('page', int), ('section', str), ('lineStart', int), ('lineEnd', int)):
             assert key not in item or isinstance(item[key], kind), (key, item)
-    refs = package['follow_up_refs']
-    assert set(refs) == {'topics', 'documents', 'sections', 'suggested_questions'}
-    assert all(isinstance(t, str) for t in refs['topics'] + refs['suggested_questions'])
-    assert all(isinstance(d, dict) and d['source_id'] for d in refs['documents'] + refs['sections'])
+        assert_legacy(item, 'chunkId', 'documentId', 'sourceId', 'lineStart', 'lineEnd')
+        assert not {'rank_score', 'found_by'} & set(item), item  # no snake_case key beyond 0.1.0's contract
+    refs = package['followUpRefs']
+    assert set(refs) == {'topics', 'documents', 'sections', 'suggestedQuestions', 'suggested_questions'}
+    assert all(isinstance(t, str) for t in refs['topics'] + refs['suggestedQuestions'])
+    assert all(isinstance(d, dict) and d['sourceId'] for d in refs['documents'] + refs['sections'])
+    for ref in refs['documents'] + refs['sections']:
+        assert_legacy(ref, 'sourceId')
     assert set(package['scope']) == {'sourceId', 'sourceRef', 'tags'} and isinstance(package['scope']['tags'], list)
     json.dumps(package)  # plain JSON
 
@@ -59,6 +74,7 @@ def test_answer_contract_and_citations(make_rag):
     assert result['citations'][0]['source_id'] == 'integrations_and_api.pdf'
     assert all(f"[{c['n']}]" in result['answer'] for c in result['citations'] if c['cited'])
     assert isinstance(result['criticalPoints'], list) and isinstance(result['topics'], list)
+    assert all(c['chunkId'] == c['chunk_id'] and c['sourceId'] == c['source_id'] for c in result['citations'])
 
 
 def test_context_plus_summary_adds_a_synthesis(make_rag):
