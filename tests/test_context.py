@@ -300,3 +300,39 @@ def test_cli_synthesis_prints_summary_points_and_questions_once(make_rag, capsys
         assert out.count(package['summary']) == 1
         for text in package['critical_points'] + package['follow_up_refs']['suggested_questions']:
             assert out.count(text) == 1, text
+
+
+def test_the_models_write_camel_case_and_only_the_legacy_keys_of_the_0_1_contract():
+    """One key style on the wire: camelCase; 0.1.0's snake_case keys beside theirs, none without ``legacy``."""
+    from rag_plugin.context import (Citation, ContextItem, ContextPackage, DocumentRef, Focus, FollowUpRefs, Scope,
+                                    SectionRef, SymbolSpan)
+    item = ContextItem('c-1', 'd', 'src/a.py', 'a.py', 'def f(): ...', 0.5, source='a.py', rank_score=0.7,
+                       found_by='question', section='f', line_start=1, line_end=2, language='python',
+                       symbols=[SymbolSpan('f', 1, 2)], focus=Focus('f', 1, 2))
+    refs = FollowUpRefs(['Setup'], [DocumentRef('src/a.py', 'a.py', 'd', ['index'])], [SectionRef('src/a.py', 'f')],
+                        ['What does f do, and where is it used?'])
+    package = ContextPackage('codigo', 'specific', 'f [1]', ['f'], [], [item], refs, Scope(source_ref='src/'))
+    citation = Citation(1, 'c-1', 'src/a.py', 'a.py', 'd', 0.5, True, section_title='f', line_start=1, line_end=2,
+                        lines=True)
+
+    def keys(data) -> set[str]:
+        """Every key, at any depth."""
+        if isinstance(data, dict):
+            return set(data).union(*(keys(v) for v in data.values()))
+        if isinstance(data, list):
+            return set().union(*(keys(v) for v in data))
+        return set()
+
+    for model in (package, citation):
+        assert not {k for k in keys(model.to_dict(legacy=False)) if '_' in k}
+    data = package.to_dict()
+    assert {k for k in keys(data) if '_' in k} == {'critical_points', 'follow_up_refs', 'suggested_questions',
+                                                  'chunk_id', 'document_id', 'source_id', 'line_start', 'line_end'}
+    assert data['items'][0]['focus'] == {'symbol': 'f', 'lineStart': 1, 'lineEnd': 2}
+    assert data['items'][0]['symbols'] == [{'name': 'f', 'lineStart': 1, 'lineEnd': 2}]
+    assert (data['items'][0]['rankScore'], data['items'][0]['foundBy']) == (0.7, 'question')
+    assert data['followUpRefs']['documents'][0]['kinds'] == ['index']
+    assert citation.to_dict() == {'n': 1, 'chunkId': 'c-1', 'sourceId': 'src/a.py', 'title': 'a.py', 'documentId': 'd',
+                                  'score': 0.5, 'cited': True, 'sectionTitle': 'f', 'lineStart': 1, 'lineEnd': 2,
+                                  'chunk_id': 'c-1', 'source_id': 'src/a.py'}
+    assert json.loads(json.dumps(data)) == data

@@ -5,7 +5,7 @@ would answer from.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from langchain_core.documents import Document
 
@@ -17,6 +17,9 @@ from rag_plugin.context.request import ContextRequest
 from rag_plugin.context.settings import ContextSettings
 from rag_plugin.embeddings.memo import VectorMemo
 from rag_plugin.store import corpus_store
+
+if TYPE_CHECKING:
+    from rag_plugin.guard import GuardDecision
 
 
 @dataclass
@@ -80,7 +83,7 @@ class ContextRetriever:
         kept = candidates[:1] + [c for c in candidates[1:] if (c.cosine or 0.0) >= floor]
         return Gathered(request, kept)
 
-    def judge(self, question: str, docs: list[Document], mode: str):
+    def judge(self, question: str, docs: list[Document], mode: str) -> 'GuardDecision':
         """The RAG's guard, as :meth:`RAG.run` applies it (with the word coverage and vocabulary checks when the
         lexical index is there); code mode checks similarity only (the word index keeps dotted names whole, so those
         checks misjudge code, and they were measured on prose).
