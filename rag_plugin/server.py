@@ -1,5 +1,6 @@
 """HTTP API for agents: ``POST /retrieve`` and ``POST /answer`` return the JSON of
-:meth:`rag_plugin.RAG.retrieve_context` and :meth:`rag_plugin.RAG.answer_context`; ``POST /ask`` returns the RAG's own
+:meth:`rag_plugin.RAG.retrieve_context` and :meth:`rag_plugin.RAG.answer_context` (camelCase keys, with 0.1.0's
+snake_case aliases: :mod:`rag_plugin.context.models`); ``POST /ask`` returns the RAG's own
 answer (:meth:`rag_plugin.RAG.run`, as a bot gets it: guard, sources, confidence, the answer cache when it is on) as
 :meth:`rag_plugin.RAGMessage.to_dict`; ``GET /health``; OpenAPI docs at ``/docs``.
 
@@ -305,7 +306,8 @@ def create_app(rag: 'RAG', api_key: Optional[str] = None, max_body_bytes: int = 
 
     @app.post('/retrieve', dependencies=[Depends(check_key), Depends(require_json)])
     def retrieve(body: ContextBody) -> dict:
-        """A context package: mode, intent, summary, topics, critical_points, items, follow_up_refs, scope."""
+        """A context package: mode, intent, summary, topics, criticalPoints, items, followUpRefs, scope (camelCase;
+        0.1.0's snake_case keys, such as critical_points and follow_up_refs, are still written beside them)."""
         return run(rag.retrieve_context, body)
 
     @app.post('/answer', dependencies=[Depends(check_key), Depends(require_json)])

@@ -90,7 +90,7 @@ def test_a_question_about_a_function_gets_its_file_name_and_lines(code_rag):
     top = package['items'][0]
     assert top['source_id'] == 'billing/invoice.py' and top['section'] == 'apply_discount'
     assert top['line_start'] <= start and end <= top['line_end'] and 'page' not in top
-    assert top['focus'] == {'symbol': 'apply_discount', 'line_start': start, 'line_end': end}
+    assert top['focus'] == {'symbol': 'apply_discount', 'lineStart': start, 'lineEnd': end}
     assert any('apply_discount' in p and 'never' in p for p in package['critical_points'])
     result = code_rag.answer_context('What does the function apply_discount do?')
     citation = result['citations'][0]

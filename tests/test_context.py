@@ -11,28 +11,43 @@ import pytest
 from conftest import PDFS, ROOT, repeated_sentences
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
-PACKAGE_KEYS = {'mode', 'intent', 'summary', 'topics', 'critical_points', 'items', 'follow_up_refs', 'scope'}
+PACKAGE_KEYS = {'mode', 'intent', 'summary', 'topics', 'criticalPoints', 'items', 'followUpRefs', 'scope'}
+LEGACY_PACKAGE_KEYS = {'critical_points', 'follow_up_refs'}  # 0.1.0's snake_case keys, still written beside them
 ANSWER_KEYS = {'mode', 'intent', 'answer', 'summary', 'topics', 'criticalPoints', 'citations', 'scope'}
 PDF_NAMES = {p.name for p in PDFS.glob('*.pdf')}
 
 
+def assert_legacy(data: dict, *keys: str) -> None:
+    """Each camelCase key that ``data`` holds has its 0.1.0 snake_case alias beside it, with the same value."""
+    from rag_plugin.context import LEGACY_KEYS
+    for key in keys:
+        if key in data:
+            assert data[LEGACY_KEYS[key]] == data[key], (key, data)
+
+
 def assert_package(package: dict) -> None:
-    """The context package has exactly the contract's fields, with the contract's types."""
-    assert set(package) == PACKAGE_KEYS
+    """The context package has exactly the contract's fields (camelCase, plus 0.1.0's snake_case aliases), with
+    the contract's types."""
+    assert set(package) == PACKAGE_KEYS | LEGACY_PACKAGE_KEYS
+    assert_legacy(package, 'criticalPoints', 'followUpRefs')
     assert package['mode'] in ('documental', 'codigo', 'auto') and package['intent'] in ('bootstrap', 'specific')
     assert isinstance(package['summary'], str)
     assert all(isinstance(t, str) for t in package['topics'])
-    assert all(isinstance(p, str) for p in package['critical_points'])
+    assert all(isinstance(p, str) for p in package['criticalPoints'])
     for item in package['items']:
-        for key, kind in (('chunk_id', str), ('document_id', str), ('source_id', str), ('title', str),
+        for key, kind in (('chunkId', str), ('documentId', str), ('sourceId', str), ('title', str),
                           ('content', str), ('score', float)):
             assert isinstance(item[key], kind), (key, item)
-        for key, kind in (('page', int), ('section', str), ('line_start', int), ('line_end', int)):
+        for key, kind in (('page', int), ('section', str), ('lineStart', int), ('lineEnd', int)):
             assert key not in item or isinstance(item[key], kind), (key, item)
-    refs = package['follow_up_refs']
-    assert set(refs) == {'topics', 'documents', 'sections', 'suggested_questions'}
-    assert all(isinstance(t, str) for t in refs['topics'] + refs['suggested_questions'])
-    assert all(isinstance(d, dict) and d['source_id'] for d in refs['documents'] + refs['sections'])
+        assert_legacy(item, 'chunkId', 'documentId', 'sourceId', 'lineStart', 'lineEnd')
+        assert not {'rank_score', 'found_by'} & set(item), item  # no snake_case key beyond 0.1.0's contract
+    refs = package['followUpRefs']
+    assert set(refs) == {'topics', 'documents', 'sections', 'suggestedQuestions', 'suggested_questions'}
+    assert all(isinstance(t, str) for t in refs['topics'] + refs['suggestedQuestions'])
+    assert all(isinstance(d, dict) and d['sourceId'] for d in refs['documents'] + refs['sections'])
+    for ref in refs['documents'] + refs['sections']:
+        assert_legacy(ref, 'sourceId')
     assert set(package['scope']) == {'sourceId', 'sourceRef', 'tags'} and isinstance(package['scope']['tags'], list)
     json.dumps(package)  # plain JSON
 
@@ -59,6 +74,7 @@ def test_answer_contract_and_citations(make_rag):
     assert result['citations'][0]['source_id'] == 'integrations_and_api.pdf'
     assert all(f"[{c['n']}]" in result['answer'] for c in result['citations'] if c['cited'])
     assert isinstance(result['criticalPoints'], list) and isinstance(result['topics'], list)
+    assert all(c['chunkId'] == c['chunk_id'] and c['sourceId'] == c['source_id'] for c in result['citations'])
 
 
 def test_context_plus_summary_adds_a_synthesis(make_rag):
@@ -205,7 +221,7 @@ def test_specific_intents_boost_backlog_and_rules_documents(make_rag):
 
 def test_specific_intent_retrieval_does_not_hurt_plain_questions(make_rag):
     """The harness: hybrid vs specific-intent (sub-queries, alignment re-ranking, boosts) on our QA set."""
-    from rag_plugin.context.measure import compare_specific
+    from rag_plugin.evaluation import compare_specific
     results, table = compare_specific(make_rag(), str(ROOT / 'data' / 'eval' / 'nimbus_qa.jsonl'))
     print('\n' + table)
     plain, specific = results
@@ -284,3 +300,39 @@ def test_cli_synthesis_prints_summary_points_and_questions_once(make_rag, capsys
         assert out.count(package['summary']) == 1
         for text in package['critical_points'] + package['follow_up_refs']['suggested_questions']:
             assert out.count(text) == 1, text
+
+
+def test_the_models_write_camel_case_and_only_the_legacy_keys_of_the_0_1_contract():
+    """One key style on the wire: camelCase; 0.1.0's snake_case keys beside theirs, none without ``legacy``."""
+    from rag_plugin.context import (Citation, ContextItem, ContextPackage, DocumentRef, Focus, FollowUpRefs, Scope,
+                                    SectionRef, SymbolSpan)
+    item = ContextItem('c-1', 'd', 'src/a.py', 'a.py', 'def f(): ...', 0.5, source='a.py', rank_score=0.7,
+                       found_by='question', section='f', line_start=1, line_end=2, language='python',
+                       symbols=[SymbolSpan('f', 1, 2)], focus=Focus('f', 1, 2))
+    refs = FollowUpRefs(['Setup'], [DocumentRef('src/a.py', 'a.py', 'd', ['index'])], [SectionRef('src/a.py', 'f')],
+                        ['What does f do, and where is it used?'])
+    package = ContextPackage('codigo', 'specific', 'f [1]', ['f'], [], [item], refs, Scope(source_ref='src/'))
+    citation = Citation(1, 'c-1', 'src/a.py', 'a.py', 'd', 0.5, True, section_title='f', line_start=1, line_end=2,
+                        lines=True)
+
+    def keys(data) -> set[str]:
+        """Every key, at any depth."""
+        if isinstance(data, dict):
+            return set(data).union(*(keys(v) for v in data.values()))
+        if isinstance(data, list):
+            return set().union(*(keys(v) for v in data))
+        return set()
+
+    for model in (package, citation):
+        assert not {k for k in keys(model.to_dict(legacy=False)) if '_' in k}
+    data = package.to_dict()
+    assert {k for k in keys(data) if '_' in k} == {'critical_points', 'follow_up_refs', 'suggested_questions',
+                                                  'chunk_id', 'document_id', 'source_id', 'line_start', 'line_end'}
+    assert data['items'][0]['focus'] == {'symbol': 'f', 'lineStart': 1, 'lineEnd': 2}
+    assert data['items'][0]['symbols'] == [{'name': 'f', 'lineStart': 1, 'lineEnd': 2}]
+    assert (data['items'][0]['rankScore'], data['items'][0]['foundBy']) == (0.7, 'question')
+    assert data['followUpRefs']['documents'][0]['kinds'] == ['index']
+    assert citation.to_dict() == {'n': 1, 'chunkId': 'c-1', 'sourceId': 'src/a.py', 'title': 'a.py', 'documentId': 'd',
+                                  'score': 0.5, 'cited': True, 'sectionTitle': 'f', 'lineStart': 1, 'lineEnd': 2,
+                                  'chunk_id': 'c-1', 'source_id': 'src/a.py'}
+    assert json.loads(json.dumps(data)) == data

@@ -12,7 +12,8 @@ from conftest import ROOT, free_port
 from fastapi.testclient import TestClient
 
 KEY = 'test-key-123'
-PACKAGE_KEYS = {'mode', 'intent', 'summary', 'topics', 'critical_points', 'items', 'follow_up_refs', 'scope'}
+PACKAGE_KEYS = {'mode', 'intent', 'summary', 'topics', 'criticalPoints', 'items', 'followUpRefs', 'scope',
+                'critical_points', 'follow_up_refs'}  # camelCase, and 0.1.0's snake_case aliases
 ANSWER_KEYS = {'mode', 'intent', 'answer', 'summary', 'topics', 'criticalPoints', 'citations', 'scope'}
 
 

@@ -13,6 +13,7 @@ from typing import Optional
 
 from langchain_core.vectorstores import VectorStore
 
+from rag_plugin.context.models import DocumentRef
 from rag_plugin.section_spans import SECTION_SPANS_KEY, parse_spans
 from rag_plugin.ingest.code import CODE_LANGUAGES
 from rag_plugin.store import CorpusStore, corpus_store
@@ -66,12 +67,9 @@ class DocumentInfo:
         """True for source-code files."""
         return self.language is not None
 
-    def to_ref(self) -> dict:
+    def to_ref(self) -> DocumentRef:
         """The document as a follow-up reference."""
-        ref = {'source_id': self.source_id, 'title': self.title, 'document_id': self.document_id}
-        if self.kinds:
-            ref['kinds'] = sorted(self.kinds)
-        return ref
+        return DocumentRef(self.source_id, self.title, self.document_id, sorted(self.kinds))
 
 
 def is_critical(metadata: dict) -> bool:
