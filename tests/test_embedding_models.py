@@ -132,7 +132,7 @@ def test_the_thresholds_follow_the_model_and_the_settings_win(tmp_path, embeddin
     rag = _rag(e5_store)
     rag.ingest(str(PDFS / 'getting_started.pdf'), progress=False)
     assert rag.calibration == E5 and rag.guard.threshold == E5.relevance_threshold != MINILM.relevance_threshold
-    assert rag.guard.vocabulary_languages == ('en', 'es', 'ca')
+    assert rag.guard.vocabulary_languages == ('en',)  # judging es/ca words at e5's word threshold was measured worse
     assert rag.run(message=TRASH).outcome == 'answer'
     assert rag.run(message='What is the boiling point of mercury on Venus?').outcome == 'not_found'
     minilm = _rag(default_vector_store(str(tmp_path / 'minilm'), embeddings), relevance_threshold=0.33)
