@@ -138,6 +138,88 @@ def test_a_near_miss_is_refused_and_answered_afresh(make_rag, tmp_path, stored, 
         assert record['cache']['question'] == stored and record['cache']['reason']
 
 
+# ---- the wording rules: rewordings hit, near-misses are refused (docs/cache.md) -------------------------------------
+def stored_then_asked(make_rag, tmp_path, stored, asked):
+    """Ask ``stored`` (its answer must be stored), then ``asked``: the second answer and its trace record."""
+    from rag_plugin.trace import read_trace
+    trace = str(tmp_path / 'trace.jsonl')
+    rag = make_rag(cache=cache(), trace_file=trace)
+    assert not rag.run(message=stored).abstained
+    assert read_trace(trace)[-1]['cache'].get('stored') is True, 'the first answer was not stored'
+    result = rag.run(message=asked)
+    return result, read_trace(trace)[-1]
+
+
+@pytest.mark.parametrize('stored, asked', [
+    ('How do I turn on two-factor authentication?', 'how do i turn on two factor authentication'),  # hyphenation
+    ('Does sync pause when battery saver mode is on?', 'Does sync pause when battery-saver mode is on?'),  # compound
+    ('What is the maximum size of an attachment?',
+     'What is the maximum size of an attachment for my notes?'),  # an extra word the guides write everywhere
+    ('Do I need to save my notes manually?', 'Do I have to save notes by hand?'),  # words the guides never write
+])
+def test_a_rewording_is_answered_from_the_cache(make_rag, tmp_path, stored, asked):
+    result, record = stored_then_asked(make_rag, tmp_path, stored, asked)
+    assert result.cached and record['route'] == 'cache' and record['cache']['question'] == stored
+
+
+@pytest.mark.parametrize('stored, asked, reason', [
+    ('How many members can a Free workspace have?', 'How many members can a Team workspace have?', 'names differ'),
+    ('What does error NN-4012 mean?', 'What does error NN-4090 mean?', 'marks differ'),
+    ('Which two-factor authentication methods are supported?',
+     'Which two factor authentication methods are not supported?', 'marks differ'),
+    ('How do I turn on two-factor authentication?', 'How do I turn off two factor authentication?',
+     'function words swapped'),
+    ('Can an admin remove a member from the workspace?', 'Can a member remove an admin from the workspace?',
+     'words exchanged'),
+    ('How big is the offline cache on desktop?', 'How big is the offline cache on mobile?', 'words swapped'),
+])
+def test_a_near_miss_with_one_thing_changed_is_refused_with_its_reason(make_rag, tmp_path, stored, asked, reason):
+    result, record = stored_then_asked(make_rag, tmp_path, stored, asked)
+    assert not result.cached and record['route'] == 'retrieval'
+    assert record['cache']['status'] == 'refused' and record['cache']['question'] == stored
+    assert record['cache']['reason'].startswith(reason)
+
+
+def test_the_wording_rules_read_one_spelling_and_what_the_corpus_writes():
+    from rag_plugin.cache import CorpusNames, corpus_names, disagreement, extra_words, question_terms
+    texts = ['Notes stay in the trash for 30 days. Every note syncs on each device.',
+             'In-network visits cost $20; out-of-network visits cost $60. Send a note by e-mail.',
+             'A note can be shared. Admins and members of the Team plan can restore a note.',
+             'The bank transfer option is for the Enterprise plan. Webhook deliveries are signed.',
+             'Version 1 of the API still works. Turn on two-factor authentication in settings.']
+    corpus = corpus_names(texts)
+    assert isinstance(corpus, CorpusNames) and corpus.n_texts == 5 and corpus.everywhere('note')
+    assert corpus.knows('transfer') and not corpus.knows('wire')
+
+    def agree(a, b, words=corpus):
+        return disagreement(question_terms(a, words), question_terms(b, words))
+
+    def extra(a, b, words=corpus):
+        return extra_words(question_terms(a, words), question_terms(b, words))
+    # one spelling on both sides: hyphenation, spacing, compounds, a short code
+    assert agree('What does an in-network visit cost?', 'what does an in network visit cost') is None
+    assert agree('How do I send it by e-mail?', 'How do I send it by email?') is None
+    assert agree('Does the version 1 API still work?', 'Does the v1 API still work?') is None
+    assert agree('What does an in-network visit cost?', 'What does an out of network visit cost?').startswith(
+        'marks differ')
+    # words the corpus writes everywhere are not extra; words it writes are
+    assert extra('How long do notes stay in the trash?', 'How long do my notes stay in the trash?') == []
+    assert extra('What does a visit cost?', 'What does a webhook visit cost?') == ['webhook']
+    # a swap: refused when the corpus writes one of the words, a rewording (needing extra_threshold) when neither
+    assert agree('Can I pay by bank transfer?', 'Can I pay by wire transfer?').startswith('words swapped')
+    assert agree('Do I save notes manually?', 'Do I save notes by hand?') is None
+    assert sorted(extra('Do I save notes manually?', 'Do I save notes by hand?')) == ['hand', 'manually']
+    assert agree('Do I save notes manually?', 'Do I save notes by hand?', frozenset()).startswith('words swapped')
+    # order and function words
+    assert agree('Can an admin restore a note for a member?', 'Can a member restore a note for an admin?'
+                 ).startswith('words exchanged')
+    assert agree('Can Team and Enterprise admins restore notes?', 'Can Enterprise and Team admins restore notes?'
+                 ) is None
+    assert agree('How do I turn on sync?', 'How do I turn off sync?').startswith('function words swapped')
+    assert agree('How are webhook deliveries signed?', 'How is a webhook delivery signed?') is None
+    assert agree('How long do notes stay in the trash?', 'how long do notes stay in trash') is None
+
+
 # ---- what is never stored --------------------------------------------------------------------------------------------
 def test_an_abstention_is_never_stored(make_rag, tmp_path):
     from rag_plugin.trace import read_trace

@@ -3,12 +3,13 @@ of a question that only looks alike.
 
 ``RAG(..., cache=SemanticCache())`` (in this process) or ``SemanticCache('redis://127.0.0.1:6379/0')`` (shared by
 several bot processes; ``pip install 'rag_plugin[redis]'``). Off by default in the library. See
-:mod:`rag_plugin.cache.semantic` for the rules of a hit and :mod:`rag_plugin.cache.terms` for the wording rules.
+:mod:`rag_plugin.cache.semantic` for the rules of a hit, :mod:`rag_plugin.cache.terms` for the wording rules and
+``docs/cache.md`` for how they were measured.
 """
 from rag_plugin.cache.backends import CacheBackend, CacheEntry, CacheUnavailable, InProcessBackend, RedisBackend
 from rag_plugin.cache.semantic import (DEFAULT_EXTRA_THRESHOLD, DEFAULT_MAX_ENTRIES, DEFAULT_THRESHOLD, DEFAULT_TTL,
                                        CacheHit, SemanticCache)
-from rag_plugin.cache.terms import corpus_names, disagreement, extra_words, question_terms
+from rag_plugin.cache.terms import CorpusNames, corpus_names, disagreement, extra_words, question_terms
 from rag_plugin.settings import RAG_ANSWER_CACHE
 
 import os as _os
@@ -40,5 +41,5 @@ def cache_from_env(default: str = 'off') -> _Optional[SemanticCache]:
 
 __all__ = ['cache_from_env', 'make_cache', 'CACHE_ENV', 'SemanticCache', 'CacheHit', 'CacheBackend', 'CacheEntry',
            'CacheUnavailable', 'InProcessBackend',
-           'RedisBackend', 'corpus_names', 'disagreement', 'extra_words', 'question_terms', 'DEFAULT_THRESHOLD',
-           'DEFAULT_EXTRA_THRESHOLD', 'DEFAULT_TTL', 'DEFAULT_MAX_ENTRIES']
+           'RedisBackend', 'CorpusNames', 'corpus_names', 'disagreement', 'extra_words', 'question_terms',
+           'DEFAULT_THRESHOLD', 'DEFAULT_EXTRA_THRESHOLD', 'DEFAULT_TTL', 'DEFAULT_MAX_ENTRIES']
