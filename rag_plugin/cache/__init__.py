@@ -9,7 +9,8 @@ several bot processes; ``pip install 'rag_plugin[redis]'``). Off by default in t
 from rag_plugin.cache.backends import CacheBackend, CacheEntry, CacheUnavailable, InProcessBackend, RedisBackend
 from rag_plugin.cache.semantic import (DEFAULT_EXTRA_THRESHOLD, DEFAULT_MAX_ENTRIES, DEFAULT_THRESHOLD, DEFAULT_TTL,
                                        CacheHit, SemanticCache)
-from rag_plugin.cache.terms import CorpusNames, corpus_names, disagreement, extra_words, question_terms
+from rag_plugin.cache.names import CorpusNames, corpus_names
+from rag_plugin.cache.terms import disagreement, extra_words, question_terms
 from rag_plugin.settings import RAG_ANSWER_CACHE
 
 import os as _os

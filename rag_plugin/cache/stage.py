@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from rag_plugin.cache.semantic import SemanticCache
-from rag_plugin.cache.terms import corpus_names
+from rag_plugin.cache.names import corpus_names
 from rag_plugin.embeddings.calibration import calibration_of
 from rag_plugin.message import RAGMessage
 

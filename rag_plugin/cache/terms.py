@@ -40,120 +40,15 @@ normal RAG run; the rules exist so that a near-miss never gets another question'
 from __future__ import annotations
 
 import difflib
-import re
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
-from rag_plugin.text import STOP_WORDS, WORD, fold, found, normalise
+from rag_plugin.cache.names import CorpusNames, corpus_names
+from rag_plugin.cache.words import (_CODE, _CONTRACTION_STEMS, _MAX_JOIN, _NUMBER, _QUARTER, CONTRAST, FRAME, NEGATIONS,
+                                    ORDINALS, SYNONYMS, _key, _number)
+from rag_plugin.text import STOP_WORDS, WORD, fold, normalise
 
-__all__ = ['QuestionTerms', 'CorpusNames', 'question_terms', 'disagreement', 'extra_words', 'corpus_names']
-
-NEGATIONS = frozenset('''not no never without cannot cant dont doesnt didnt isnt arent wasnt werent wont wouldnt
-couldnt shouldnt hasnt havent nor neither none nothing except excluding excluded exclude unsupported
-sin nunca ningun ninguna ni tampoco sense mai cap'''.split())
-"""Words that turn a question around (English, Spanish, Catalan); "n't" is read from the split contraction."""
-
-_CONTRACTION_STEMS = frozenset('don doesn didn isn aren wasn weren won wouldn couldn shouldn hasn haven can'.split())
-
-CONTRAST: dict[str, str] = {}
-"""Folded word -> the label of its side of a contrast (a question with "maximum" never matches one with "minimum")."""
-for _label, _words in {
-    'max': 'maximum max biggest largest highest most upper maximo maxima maxim maxims',
-    'min': 'minimum min smallest lowest least fewest minimo minima minim',
-    'default': 'default predeterminado defecte',
-    'in-network': 'in-network',
-    'out-of-network': 'out-of-network out',
-    'year': 'year years yearly annual annually anual anualmente anys any',
-    'month': 'month months monthly mensual mes meses',
-    'week': 'week weeks weekly semanal setmana',
-    'increase': 'increase increased increases rise rose grow grew growth up higher',
-    'decrease': 'decrease decreased decreases fall fell decline declined drop dropped down lower',
-    'add': 'add added adding',
-    'remove': 'remove removed removing delete deleted deleting',
-    'upgrade': 'upgrade upgraded upgrading',
-    'downgrade': 'downgrade downgraded downgrading',
-    'include': 'include included includes including',
-    'before': 'before prior previous earlier',
-    'after': 'after following later next',
-    'import': 'import imported importing',
-    'export': 'export exported exporting',
-    'upload': 'upload uploaded uploading',
-    'download': 'download downloaded downloading',
-    'enable': 'enable enabled enabling',
-    'disable': 'disable disabled disabling',
-    'in': 'inbound incoming',
-    'out': 'outbound outgoing',
-}.items():
-    for _word in _words.split():
-        CONTRAST[_word] = _label
-
-ORDINALS = {'first': '1', 'second': '2', 'third': '3', 'fourth': '4', 'fifth': '5', 'primer': '1', 'primero': '1',
-            'segundo': '2', 'tercer': '3', 'tercero': '3', 'cuarto': '4', 'segon': '2', 'quart': '4'}
-"""Ordinal words read as their number ("third quarter" = "Q3")."""
-
-FRAME = frozenset(normalise(w) for w in '''be do get got give given have need make use used using see find know tell
-want happen happens happened work works mean means meaning say says stay stays keep kept last lasts remain remains
-allowed allow let able possible available exist exists thing things way like much many long big often kind type
-exactly actually really please help question info information detail details explain describe definition define
-valid expire expires expired cost costs price pay charge charged take accept accepted support supported offer
-offered provide provided come comes go goes put set happen can could would should will may might must time'''.split())
-"""General question-frame words (no corpus's own words): a swap of two of them ("kept" / "stay", "cost" / "price")
-does not change what is asked."""
-
-SYNONYMS = {'log': 'sign', 'logged': 'sign', 'login': 'sign', 'logon': 'sign', 'signed': 'sign', 'signin': 'sign',
-            'sign-in': 'sign', 'buyback': 'repurchase', 'repurchased': 'repurchase'}
-"""A few general synonyms folded to one word."""
-
-_NUMBER = re.compile(r'\d')
-_QUARTER = re.compile(r'^q([1-4])$')
-_MONEY = re.compile(r'^[$€£]?([\d.,]+)([kmb%]?)$')
-_SEPARATORS = re.compile(r'[-./]+')
-_CODE = re.compile(r'^([a-z]{1,3})(\d+)$')
-_MAX_JOIN = 4
-"""Most words written apart that one compound of the other question may stand for ("end to end")."""
-
-
-class CorpusNames(frozenset):
-    """The names a corpus uses to tell things apart (the set itself), with what the wording rules read about its other
-    words: in how many texts each (normalised) word appears.
-
-    Attributes:
-        df (dict[str, int]): normalised word -> number of texts it appears in
-        n_texts (int): texts read
-        max_share (float): a word in more than this share of the texts is written everywhere (generic)
-    """
-    df: dict
-    n_texts: int
-    max_share: float
-
-    def __new__(cls, names: Iterable[str] = (), df: Optional[dict] = None, n_texts: int = 0,
-                max_share: float = 0.5):
-        self = super().__new__(cls, names)
-        self.df = dict(df or {})
-        self.n_texts = n_texts
-        self.max_share = max_share
-        self._known: dict[str, bool] = {}
-        self._vocabulary = frozenset(self.df)
-        return self
-
-    def __reduce__(self):
-        return CorpusNames, (frozenset(self), self.df, self.n_texts, self.max_share)
-
-    def knows(self, word: str) -> bool:
-        """Whether the corpus writes a normalised word: as is, written apart, in another form, or (a word that is not
-        common English) as a close spelling (:func:`rag_plugin.text.found`)."""
-        known = self._known.get(word)
-        if known is None:
-            known = found(word, self._vocabulary) or found(_key(word), self._vocabulary)
-            if len(self._known) < 100_000:
-                self._known[word] = known
-        return known
-
-    def everywhere(self, word: str) -> bool:
-        """Whether a normalised word appears in more than ``max_share`` of the texts (it tells nothing apart)."""
-        return bool(self.n_texts) and self.df.get(word, 0) > self.max_share * self.n_texts
-
+__all__ = ['QuestionTerms', 'question_terms', 'disagreement', 'extra_words']
 
 @dataclass(frozen=True)
 class Token:
@@ -187,20 +82,6 @@ class QuestionTerms:
     words: frozenset = field(default_factory=frozenset)
     tokens: tuple = ()
     corpus: frozenset = field(default_factory=frozenset, compare=False, repr=False)
-
-
-def _number(word: str) -> str:
-    money = _MONEY.match(word)
-    if money:
-        digits = money.group(1).replace(',', '').rstrip('.')
-        return '#' + digits + money.group(2)
-    return '#' + word
-
-
-def _key(word: str) -> str:
-    """A word's spelling without case, accents and inner separators ("E-mail" -> "email"); codes keep theirs."""
-    folded = fold(word)
-    return folded if _NUMBER.search(folded) else _SEPARATORS.sub('', folded)
 
 
 def _read(written: list[str], names: frozenset) -> list[Token]:
@@ -435,39 +316,3 @@ def extra_words(a: QuestionTerms, b: QuestionTerms, similar: Any = None) -> list
         return words_a + words_b
     extra = words_a + words_b
     return [w for w in extra if corpus is None or not corpus.everywhere(w)]
-
-
-_CAPITALISED = re.compile(r'(?<=[a-z0-9,;:)] )([A-Z][\w\-]*)')
-
-
-def corpus_names(texts: Iterable[str], min_count: int = 2, max_share: float = 0.5) -> CorpusNames:
-    """The words a corpus writes as names: capitalised in the middle of a sentence at least ``min_count`` times and
-    more often than not, leaving out those in more than ``max_share`` of the texts (the product's own name, which
-    does not tell anything apart); with the corpus's other words (:class:`CorpusNames`: in how many texts each
-    appears), which the wording rules read.
-
-    Args:
-        texts (Iterable[str]): the chunk texts
-        min_count (int): fewest capitalised uses
-        max_share (float): most share of texts a name may appear in
-    """
-    upper, lower, spread, df = Counter(), Counter(), Counter(), Counter()
-    n_texts = 0
-    for text in texts:
-        n_texts += 1
-        capitalised = {fold(m) for m in _CAPITALISED.findall(text)}
-        upper.update(capitalised)
-        seen, bases = set(), set()
-        for word in WORD.findall(text):
-            folded = fold(word)
-            seen.add(folded)
-            if word[:1].islower():
-                lower[folded] += 1
-            if folded not in STOP_WORDS and not _NUMBER.search(folded):
-                bases.add(SYNONYMS.get(folded, normalise(folded)))
-        spread.update(seen)
-        df.update(bases)
-    names = (word for word, count in upper.items()
-             if count >= min_count and count >= lower[word] and word not in STOP_WORDS
-             and spread[word] <= max_share * max(n_texts, 1) and not _NUMBER.search(word))
-    return CorpusNames(names, df, n_texts, max_share)
