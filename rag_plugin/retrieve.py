@@ -25,6 +25,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
+from rag_plugin.embeddings.calibration import calibration_of
 from rag_plugin.store import CorpusStore, LexicalIndex, chroma_space, corpus_store, matches, scope_filter
 from rag_plugin.store.budget import in_budget
 from rag_plugin.store.chroma import DISTANCE_TO_COSINE
@@ -270,8 +271,11 @@ class HybridRetriever:
         top_bm25 = max((s for _, s in lexical), default=0.0) or 1.0
         bm25 = {doc.metadata.get('chunk_id'): s / top_bm25 for doc, s in lexical}
         lexical_weight = (1 - self.fusion.weight) * known_share
+        # the cosine on one scale for every model (MiniLM's as it is; e5's from its floor, 0.78, to 1): weighed
+        # raw, e5's cosines (0.78-0.95) differ by less than BM25 and lost the dense ranking
+        meaning = calibration_of(self.embeddings).meaning
         for cid in set(dense) | set(bm25):
-            cosine = dense[cid][1] if cid in dense else 0.0
+            cosine = float(meaning(dense[cid][1])) if cid in dense else 0.0
             fused[cid] = self.fusion.weight * cosine + lexical_weight * bm25.get(cid, 0.0)
         return fused
 
