@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Optional
 
+from rag_plugin.components import RAGComponents
 from rag_plugin.context import ContextEngine
 from rag_plugin.inputs import check_question, cut_question
 from rag_plugin.message import RAGMessage
@@ -16,8 +17,6 @@ from rag_plugin.store import scope_filter
 
 if TYPE_CHECKING:
     from besser.bot.core.session import Session
-
-    from rag_plugin.components import RAGComponents
 
 
 class ContextAPI:
@@ -30,7 +29,7 @@ class ContextAPI:
     llm_name: str
     max_question_chars: int
     _context: Optional[ContextEngine]
-    components: Callable[[], 'RAGComponents']
+    components: Callable[[], RAGComponents]
 
     @property
     def context(self) -> ContextEngine:

@@ -33,8 +33,8 @@ from rag_plugin.store.lexical import _bm25s
 from rag_plugin.text import tokens, weight_share
 
 __all__ = ['DenseRetriever', 'Fusion', 'HasLexical', 'HidesChunks', 'HybridRetriever', 'LexicalIndex',
-           'LexicalStatistics', 'Retriever', 'SearchHooks', 'default_retriever', 'lexical_of', 'matches', 'scope_filter',
-           '_bm25s']
+           'LexicalStatistics', 'Retriever', 'SearchHooks', 'default_retriever', 'lexical_of', 'matches',
+           'scope_filter', '_bm25s']
 
 
 @runtime_checkable

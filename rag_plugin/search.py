@@ -1,9 +1,9 @@
 """The retrieve and guard stages of a run: the question's chunks, judged by the relevance guard.
 
 :class:`Search` holds what one run searches with (the RAG's parts, the question and its conditions, the session's own
-uploads, the guard's corpus signals) and does the searches the pipeline asks for (:mod:`rag_plugin.pipeline`): the question's
-``k`` chunks (:meth:`Search.retrieve`), the guard's decision on them (:meth:`Search.check`), a search again in the
-documents' own words (:meth:`Search.expanded`) and a follow-up completed with the previous question
+uploads, the guard's corpus signals) and does the searches the pipeline asks for (:mod:`rag_plugin.pipeline`): the
+question's ``k`` chunks (:meth:`Search.retrieve`), the guard's decision on them (:meth:`Search.check`), a search again
+in the documents' own words (:meth:`Search.expanded`) and a follow-up completed with the previous question
 (:meth:`Search.completed`).
 """
 from __future__ import annotations
