@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class RAGComponents:
-    """A RAG's parts, as they are when built.
+    """A RAG's parts, as they are when :meth:`RAG.components` is called.
 
     Attributes:
         vector_store (VectorStore): the store of chunks

@@ -178,8 +178,12 @@ class AnswerPipeline:
         return Question(session, text, note, llm, llm_name, llm_prompt, k, filter, num_previous_messages, on_partial)
 
     def run(self, question: Question) -> RAGMessage:
-        """Answer a checked question. Every store call of the question shares one wait (a store that does not answer
-        costs the question one timeout, see :mod:`rag_plugin.store.budget`)."""
+        """Answer a checked question (:meth:`question`). Every store call of the question shares one wait (a store
+        that does not answer costs the question one timeout, see :mod:`rag_plugin.store.budget`).
+
+        Returns:
+            RAGMessage: the reply, finished (:meth:`finish`)
+        """
         parts = self._parts()
         with store_budget(getattr(parts.vector_store, 'timeout', None)):  # a database store's wait for a connection
             if is_overview_question(question.text):  # "what is this about?": the documents and their topics
@@ -281,7 +285,17 @@ class AnswerPipeline:
 
     def finish(self, parts: RAGComponents, q: Question, end: Exit, timer: StageTimer) -> RAGMessage:
         """Finish a run, however it ended: the reply's note, the answer cache (when the exit stores), the session's
-        history and last message, the trace. Returns the reply."""
+        history and last message, the trace.
+
+        Args:
+            parts (RAGComponents): the RAG's parts as the run started
+            q (Question): the checked question
+            end (Exit): how the run ended
+            timer (StageTimer): the run's stage times (``total`` is recorded now)
+
+        Returns:
+            RAGMessage: the reply
+        """
         result = end.result
         result.note = q.note
         if end.store and end.turn is not None:
