@@ -37,6 +37,7 @@ import numpy as np
 from langchain_core.documents import Document
 
 from rag_plugin.embeddings.memo import VectorMemo
+from rag_plugin.retrieve import Retriever, lexical_of
 from rag_plugin.text import (STOP_WORDS, WORD, fold, found, is_common_english, language, normalise, split_parts,
                              tokens, weight_share)
 from rag_plugin.text.abbreviations import ABBREVIATIONS
@@ -200,9 +201,9 @@ class CorpusSignals:
     words: Optional[WordSimilarity] = None
 
     @classmethod
-    def of(cls, retriever: Any, embeddings: Any = None) -> 'CorpusSignals':
+    def of(cls, retriever: Optional[Retriever], embeddings: Any = None) -> 'CorpusSignals':
         """The signals of a retriever (none for a dense-only retriever) with word meaning from ``embeddings``."""
-        lexical = getattr(retriever, 'lexical', None)
+        lexical = lexical_of(retriever)
         if lexical is None:
             return cls()
         return cls(lexical.idf, lexical.knows, WordSimilarity(embeddings) if embeddings is not None else None)

@@ -148,3 +148,26 @@ class RAGMessage:
                    abstained=bool(data.get('abstained')), degraded=bool(data.get('degraded')),
                    query=data.get('query'), cited=data.get('cited'), category=data.get('category'),
                    cached=bool(data.get('cached')), note=data.get('note'), outcome=data.get('outcome'))
+
+
+def abstention(llm_name: str, question: str, answer: str, outcome: str = NOT_FOUND, query: Optional[str] = None,
+               note: Optional[str] = None) -> RAGMessage:
+    """The reply of a run that shows nothing from the documents: ``not_found`` (they do not answer; ``answer`` is the
+    RAG's ``not_found_answer``, or an overview's reply for an empty scope) or ``unavailable`` (the store failed:
+    ``degraded``). Low confidence, no fragments, no sources.
+
+    Args:
+        llm_name (str): the LLM of the run
+        question (str): what the user asked
+        answer (str): what the user is told
+        outcome (str): ``not_found`` or ``unavailable``
+        query (str): what was searched (default: the question)
+        note (str): what the user should know about how the question was taken
+
+    Returns:
+        RAGMessage: the reply (``abstained=True``)
+    """
+    if outcome not in (NOT_FOUND, UNAVAILABLE):
+        raise ValueError(f'an abstention is {NOT_FOUND} or {UNAVAILABLE}, got {outcome!r}')
+    return RAGMessage(llm_name, question, answer, [], confidence='low', abstained=True, degraded=outcome == UNAVAILABLE,
+                      query=query, note=note, outcome=outcome)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future, wait
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Optional
+from typing import Any, Callable, Collection, Optional, Protocol, runtime_checkable
 
 import numpy as np
 from langchain_core.documents import Document
@@ -33,8 +33,76 @@ from rag_plugin.store.foreign import as_ours
 from rag_plugin.store.lexical import _bm25s
 from rag_plugin.text import tokens, weight_share
 
-__all__ = ['DenseRetriever', 'Fusion', 'HybridRetriever', 'LexicalIndex', 'default_retriever', 'matches',
+__all__ = ['DenseRetriever', 'Fusion', 'HasLexical', 'HidesChunks', 'HybridRetriever', 'LexicalIndex',
+           'LexicalStatistics', 'Retriever', 'SearchHooks', 'default_retriever', 'lexical_of', 'matches',
            'scope_filter', '_bm25s']
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """What a RAG needs of a retriever (``rag.retriever = ...``): the ``k`` chunks for a query, most relevant first,
+    each with ``metadata['score']`` on the scale above.
+
+    A retriever may also have any of these members, each described by a protocol of its own (both built-in
+    retrievers have all three): ``before_search`` (:class:`SearchHooks`: the RAG makes it catch up with other
+    processes' writes), ``hidden`` (:class:`HidesChunks`: the chunks of a version still being written) and ``lexical``
+    (:class:`HasLexical`, read with :func:`lexical_of`: the corpus statistics the guard reads, invalidated by
+    ingestion).
+    """
+
+    def retrieve(self, query: str, k: int, filter: Optional[dict] = None) -> list[Document]:
+        """The ``k`` chunks most relevant to ``query`` that pass ``filter`` (see :func:`scope_filter`)."""
+
+
+@runtime_checkable
+class SearchHooks(Protocol):
+    """A retriever that calls hooks before each search.
+
+    Attributes:
+        before_search (list[Callable[[], None]]): called before each search
+    """
+    before_search: list[Callable[[], None]]
+
+
+@runtime_checkable
+class HidesChunks(Protocol):
+    """A retriever that never returns some chunks.
+
+    Attributes:
+        hidden (Callable[[], Collection[str]]): the chunk ids never to return
+    """
+    hidden: Callable[[], Collection[str]]
+
+
+@runtime_checkable
+class LexicalStatistics(Protocol):
+    """The corpus statistics of a retriever's lexical index (a :class:`~rag_plugin.store.CorpusStore` or a
+    :class:`LexicalIndex`)."""
+
+    def idf(self, term: str) -> float:
+        """The corpus IDF of a normalised word."""
+
+    def knows(self, term: str) -> bool:
+        """Whether the corpus uses a normalised word."""
+
+    def invalidate(self) -> None:
+        """Drop what this process holds of the index (the corpus changed)."""
+
+
+@runtime_checkable
+class HasLexical(Protocol):
+    """A retriever with a lexical index whose corpus statistics the guard reads.
+
+    Attributes:
+        lexical (LexicalStatistics): the index's statistics
+    """
+    lexical: LexicalStatistics
+
+
+def lexical_of(retriever: Optional[Retriever]) -> Optional[LexicalStatistics]:
+    """The corpus statistics of a retriever's lexical index (``retriever.lexical``); None for a retriever without
+    one (dense only) or no retriever."""
+    return retriever.lexical if isinstance(retriever, HasLexical) else None
 
 
 SIDE_THREADS = 16
@@ -296,7 +364,7 @@ def _distinct(ranked: list[str], dense: dict[str, tuple], lexical: list[tuple[Do
     return out
 
 
-def default_retriever(vector_store: VectorStore, **kwargs: Any):
+def default_retriever(vector_store: VectorStore, **kwargs: Any) -> Retriever:
     """Hybrid retrieval on a :class:`~rag_plugin.store.CorpusStore` (Chroma, PostgreSQL), dense similarity on any
     other store."""
     store = corpus_store(vector_store)

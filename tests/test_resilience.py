@@ -165,6 +165,28 @@ def test_store_removed_under_the_http_api_is_503_naming_the_store(make_rag):
     assert chat[0].answer == STORE_UNAVAILABLE_ANSWER and chat[0].degraded
 
 
+def test_a_store_failure_is_finished_as_every_other_reply(make_rag, tmp_path):
+    """The store-unavailable reply is a turn of the conversation like any other: recorded in the session's history
+    (it was not, before issue 28), kept as the session's last message (outcome events) and traced with its error."""
+    from conftest import ChatSession
+
+    from rag_plugin.rag import LAST_RAG_MESSAGE_KEY, STORE_UNAVAILABLE_ANSWER
+    from rag_plugin.trace import read_trace
+    trace = tmp_path / 'trace.jsonl'
+    rag = make_rag(trace_file=str(trace))
+    session = ChatSession('outage')
+    shutil.rmtree(rag.vector_store._persist_directory)
+    result = rag.run(session=session, message=QUESTION)
+    assert result.answer == STORE_UNAVAILABLE_ANSWER and result.outcome == 'unavailable'
+    history = rag.history.get(session, 10)
+    assert [m.content for m in history if m.is_user] == [QUESTION]
+    assert [m.content['answer'] for m in history if not m.is_user] == [STORE_UNAVAILABLE_ANSWER]
+    assert session.get(LAST_RAG_MESSAGE_KEY) is result
+    [record] = read_trace(str(trace), last=1)
+    assert record['error'].startswith('retrieval failed: ') and record['outcome'] == 'unavailable'
+    assert 'total' in record['latency_ms'] and record['cache'] is None
+
+
 def test_embeddings_down_is_503_naming_them(make_rag):
     rag = make_rag()
     client = local_client(rag)

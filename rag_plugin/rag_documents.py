@@ -1,0 +1,126 @@
+"""The RAG's methods that add documents: folders and files, texts, and files users upload in the chat.
+
+:class:`DocumentsAPI` is a part of :class:`rag_plugin.rag.RAG` (its base class), kept apart from the BBF façade: each
+method hands the work to the RAG's :class:`~rag_plugin.ingest.Ingestor` (the documents every user is answered from) or
+its :class:`~rag_plugin.session_uploads.SessionUploads` (a session's own), as ``rag.uploads`` says.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+from rag_plugin.ingest import IngestReport, Ingestor
+from rag_plugin.ingest.loaders import file_digest
+from rag_plugin.ingest.uploads import decode_upload
+from rag_plugin.session_uploads import SHARED_UPLOADS_KEY, SessionUploads, refused, upload_mode
+
+if TYPE_CHECKING:
+    from besser.bot.core.file import File
+    from besser.bot.core.session import Session
+
+MAX_UPLOAD_MB = 5.0
+"""float: the default size limit of files uploaded in the chat (:attr:`RAG.max_upload_mb`). BBF holds an upload about
+twelve times over while it receives it (base64 in a JSON message, decoded, wrapped): a 10 MB upload cost the bot
+124 MB at its peak before the plugin saw it, 20 MB 190 MB (``benchmarks/uploads.py``); at 5 MB one upload stays
+within 100 MB. Raise it (with ``websocket.max_size``) where the bot has the memory."""
+
+
+class DocumentsAPI:
+    """Adds documents to a RAG (see :class:`rag_plugin.rag.RAG`, which sets the attributes below).
+
+    Attributes:
+        ingestor (Ingestor): writes documents to the store
+        session_uploads (SessionUploads): each session's own uploads
+        max_upload_mb (float): files uploaded in the chat larger than this are refused
+    """
+    ingestor: Ingestor
+    session_uploads: SessionUploads
+    max_upload_mb: float
+    _bot: Any
+    _uploads: str
+
+    @property
+    def uploads(self) -> str:
+        """What a file uploaded in the chat does: ``session``, ``shared`` or ``off`` (see :meth:`add_file`)."""
+        return self._uploads
+
+    @uploads.setter
+    def uploads(self, mode: str) -> None:
+        self._uploads = upload_mode(mode)
+
+    def ingest(self, path: str, sync: bool = False, tags: tuple = (), progress: bool = False) -> IngestReport:
+        """Ingest PDF, Markdown, text and DOCX files (a folder, recursively, or one file).
+
+        Args:
+            path (str): a folder or a file
+            sync (bool): also delete the chunks of files removed from the folder since the last ingestion
+            tags (tuple[str]): tags stored on every chunk
+            progress (bool): show progress bars
+
+        Returns:
+            IngestReport: per-file outcomes (skipped files with reasons) and chunk counts
+        """
+        return self.ingestor.ingest(path, sync=sync, tags=tags, progress=progress)
+
+    def add_text(self, text: str, metadata: Optional[dict] = None) -> IngestReport:
+        """Ingest a text given at run time. ``metadata['source_id']`` names it (default: ``text-<hash>``); the same
+        ``source_id`` given again replaces the previous text.
+
+        Args:
+            text (str): the text
+            metadata (dict): scalar metadata stored on every chunk (``source_id``, ``title``, ``tags`` list...)
+        """
+        metadata = dict(metadata or {})
+        data = text.encode('utf-8')
+        source_id = str(metadata.pop('source_id', None) or f'text-{file_digest(data)}.txt')
+        if not source_id.endswith(('.txt', '.md')):
+            source_id += '.txt'
+        tags = metadata.pop('tags', ())
+        return self.ingestor.ingest_bytes('texts', source_id, data, tags=tags, extra=metadata)
+
+    def add_file(self, file: 'File', max_mb: Optional[float] = None, session: Optional['Session'] = None
+                 ) -> IngestReport:
+        """Ingest a file a user uploaded in the chat (a BBF ``File``). Nothing is written to disk.
+
+        What it does depends on :attr:`uploads` (``rag.uploads``): ``session`` (the default) keeps the file to the
+        uploader's session, searched in its questions only and dropped when it ends (see
+        :mod:`rag_plugin.session_uploads`); ``shared`` adds it to the documents everyone is answered from, if the bot
+        allowed the session (:meth:`allow_shared_uploads`); ``off`` refuses it.
+
+        Args:
+            file (File): the uploaded file
+            max_mb (float): larger files are refused (default: :attr:`max_upload_mb`)
+            session (Session): the uploader's session; default: the bot's one session whose last upload is ``file``
+                (``rag.add_file(session.file)`` in a state body finds it). A file of no session is refused.
+
+        Returns:
+            IngestReport: the outcome (a refused file is reported as skipped, with the reason)
+        """
+        limit = self.max_upload_mb if max_mb is None else max_mb
+        if self.uploads == 'off':
+            return refused(file, 'uploads are turned off in this chat')
+        session = session if session is not None else self._session_of(file)
+        if self.uploads == 'shared':
+            if session is None or not session.get(SHARED_UPLOADS_KEY):
+                return refused(file, 'adding documents for everyone is not allowed in this conversation')
+            return decode_upload(self.ingestor, file, limit)
+        if session is None:
+            return refused(file, 'it belongs to no session (pass it: rag.add_file(file, session=session))')
+        return self.session_uploads.add(session, file, limit)
+
+    def allow_shared_uploads(self, session: 'Session', allowed: bool = True) -> None:
+        """Let a session's uploads join the documents every user is answered from (with ``rag.uploads = shared``).
+
+        Allow only users you trust: what they upload is quoted to everyone, instructions to "email your card number"
+        included.
+
+        Args:
+            session (Session): the user's session
+            allowed (bool): False takes the permission back
+        """
+        session.set(SHARED_UPLOADS_KEY, bool(allowed))
+
+    def _session_of(self, file: 'File') -> Optional['Session']:
+        """The one session of the bot whose last upload is this very ``file`` object (BBF's ``session.file``)."""
+        sessions = list((getattr(self._bot, '_sessions', None) or {}).values())
+        owners = [session for session in sessions if getattr(session, 'file', None) is file]
+        return owners[0] if len(owners) == 1 else None
