@@ -16,7 +16,7 @@ from langchain_core.vectorstores import VectorStore
 if TYPE_CHECKING:
     from rag_plugin.generate.resilient import ResilientGenerator
     from rag_plugin.guard import CorpusSignals, RelevanceGuard
-    from rag_plugin.ingest.ledger import Ledger
+    from rag_plugin.store.ledger import Ledger
 
 
 @dataclass

@@ -341,7 +341,7 @@ INGESTER = textwrap.dedent('''
     import json, sys
     dsn, collection, folders = sys.argv[1], sys.argv[2], sys.argv[3:]
     from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter
-    from rag_plugin.store import postgres_store
+    from rag_plugin import postgres_store
     bot = StandaloneBot()
     ExtractiveLLM(bot)
     rag = RAG(bot, postgres_store(dsn, collection=collection), default_splitter(), 'extractive')
@@ -356,7 +356,7 @@ ASKER = textwrap.dedent('''
     import json, sys
     dsn, collection, question = sys.argv[1:4]
     from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter
-    from rag_plugin.store import postgres_store
+    from rag_plugin import postgres_store
     bot = StandaloneBot()
     ExtractiveLLM(bot)
     rag = RAG(bot, postgres_store(dsn, collection=collection), default_splitter(), 'extractive')

@@ -25,8 +25,8 @@ def corpus_store(vector_store: Any) -> Optional[CorpusStore]:
 
 
 def postgres_store(dsn: str, collection: str = 'rag_plugin', embeddings: Any = None, **kwargs: Any):
-    """A PostgreSQL + pgvector store (see :func:`rag_plugin.store.postgres.postgres_store`); needs
-    ``pip install rag_plugin[postgres]``."""
+    """A PostgreSQL + pgvector store with this embedding model (see :func:`rag_plugin.store.postgres.postgres_store`;
+    :func:`rag_plugin.postgres_store` gives it the default model); needs ``pip install rag_plugin[postgres]``."""
     from rag_plugin.store.postgres import postgres_store as make
     return make(dsn, collection, embeddings, **kwargs)
 

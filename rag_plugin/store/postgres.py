@@ -51,10 +51,13 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-from rag_plugin.ingest.store import StoreBusy, WriteLock
 from rag_plugin.store import budget
 from rag_plugin.store.base import DenseHit
 from rag_plugin.store.foreign import as_ours
+from rag_plugin.store.locks import StoreBusy, WriteLock
+from rag_plugin.store.postgres_ledger import PostgresLedger
+from rag_plugin.text import found, split_parts, tokens
+from rag_plugin.text.chunks import embedding_text
 
 logger = logging.getLogger(__name__)
 
@@ -511,7 +514,6 @@ class PostgresStore(VectorStore):
     def knows(self, term: str) -> bool:
         """Whether the chunks use a (normalised) word: exactly, as another form of it, or as a close spelling
         (:func:`rag_plugin.text.found` over the words of the collection that could match it)."""
-        from rag_plugin.text import found, split_parts
         if self._seen_version is None:
             self.refresh()
         with self._stats_lock:
@@ -534,7 +536,6 @@ class PostgresStore(VectorStore):
         """Up to ``k`` ``(chunk, BM25 score)`` with a positive score, best first, scored in SQL over the chunks
         with the highest impact for each query word, or over every chunk a narrow filter passes (see the module
         docstring)."""
-        from rag_plugin.text import tokens
         if refresh or self._seen_version is None:
             self.refresh()
         df = {t: f for t, f in self._frequencies(tokens(query)).items() if f > 0}
@@ -616,8 +617,6 @@ class PostgresStore(VectorStore):
                metadatas: Sequence[dict]) -> None:
         """Write chunks with their own embeddings under their ids (replacing any with the same id), in one
         transaction that also updates the word counts and the version."""
-        from rag_plugin.ingest.pipeline import embedding_text
-        from rag_plugin.text import tokens
         if not ids:
             return
         rows = []
@@ -714,9 +713,8 @@ class PostgresStore(VectorStore):
         self.invalidate()
 
     # ---- the ledger and the write lock -------------------------------------------------------------------------------
-    def ledger(self) -> 'PostgresLedger':
+    def ledger(self) -> PostgresLedger:
         """The ingestion ledger of this collection, in the same database."""
-        from rag_plugin.ingest.ledger import PostgresLedger
         return PostgresLedger(self)
 
     def write_lock(self, timeout: float) -> 'AdvisoryWriteLock':
@@ -814,21 +812,23 @@ class AdvisoryWriteLock(WriteLock):
 
 def postgres_store(dsn: str, collection: str = 'rag_plugin', embeddings: Optional[Embeddings] = None,
                    **kwargs: Any) -> PostgresStore:
-    """A PostgreSQL + pgvector store for :class:`rag_plugin.RAG`:
-    ``RAG(bot, vector_store=postgres_store(dsn, collection='docs'), ...)``.
+    """A PostgreSQL + pgvector store for :class:`rag_plugin.RAG` with this embedding model:
+    ``RAG(bot, vector_store=postgres_store(dsn, collection='docs', embeddings=embeddings), ...)``
+    (:func:`rag_plugin.postgres_store` gives it the settings' embedding model when none is given).
 
     Args:
         dsn (str): the connection string, e.g. ``postgresql://rag:secret@db:5432/rag`` (the server needs the
             ``vector`` extension; the tables are created on first use)
         collection (str): the collection (its tables are ``rag_<collection>_*``)
-        embeddings (Embeddings): the embedding model (default: :func:`rag_plugin.default_embeddings`)
+        embeddings (Embeddings): the embedding model (required: the store layer does not choose one)
         **kwargs: :class:`PostgresStore`'s other arguments (``dim``, ``pool_size``, ``timeout``)
 
     Raises:
         ImportError: psycopg 3 is not installed (``pip install rag_plugin[postgres]``)
+        TypeError: no embedding model was given
     """
     _psycopg()
     if embeddings is None:
-        from rag_plugin.defaults import default_embeddings
-        embeddings = default_embeddings()
+        raise TypeError('postgres_store needs the embedding model (embeddings=...); rag_plugin.postgres_store '
+                        'gives it the default one')
     return PostgresStore(dsn, embeddings, collection, **kwargs)
