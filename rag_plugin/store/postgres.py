@@ -53,6 +53,7 @@ from langchain_core.vectorstores import VectorStore
 
 from rag_plugin.store import budget
 from rag_plugin.store.base import DenseHit
+from rag_plugin.store.filters import where_sql
 from rag_plugin.store.foreign import as_ours
 from rag_plugin.store.locks import StoreBusy, WriteLock
 from rag_plugin.store.postgres_ledger import PostgresLedger
@@ -150,58 +151,6 @@ def _top_sql(chunks_table: str) -> str:
     return (f'top AS (SELECT seq, sum(part) AS score FROM hits GROUP BY seq ORDER BY score DESC, seq LIMIT %s) '
             f'SELECT c.id, c.document, c.metadata, top.score FROM top JOIN {chunks_table} c ON c.seq = top.seq '
             f'ORDER BY top.score DESC, c.id')
-
-
-# ---- filters -------------------------------------------------------------------------------------------------------
-def where_sql(where: Optional[dict], column: str = 'metadata') -> tuple[str, list]:
-    """Translate a Chroma-style ``where`` filter into a SQL condition on a JSONB column, with the semantics of
-    :func:`rag_plugin.store.matches` (a missing key is ``None``: it passes ``$ne`` and ``$nin``, fails the others).
-
-    Returns:
-        tuple[str, list]: the condition (``TRUE`` for no filter) and its parameters
-    """
-    if not where:
-        return 'TRUE', []
-    params: list = []
-    return _condition(where, column, params), params
-
-
-def _condition(where: dict, column: str, params: list) -> str:
-    parts = []
-    for key, condition in where.items():
-        if key == '$and':
-            parts.append('(' + ' AND '.join(_condition(c, column, params) for c in condition) + ')'
-                         if condition else 'TRUE')
-        elif key == '$or':
-            parts.append('(' + ' OR '.join(_condition(c, column, params) for c in condition) + ')'
-                         if condition else 'FALSE')
-        else:
-            ops = condition if isinstance(condition, dict) else {'$eq': condition}
-            for op, target in ops.items():
-                parts.append(_comparison(key, op, target, column, params))
-    return '(' + ' AND '.join(parts) + ')' if parts else 'TRUE'
-
-
-def _comparison(key: str, op: str, target: Any, column: str, params: list) -> str:
-    if op in ('$eq', '$ne'):
-        params.append(json.dumps({key: target}))
-        contains = f'{column} @> %s::jsonb'  # scalar equality through the GIN index
-        return contains if op == '$eq' else f'NOT ({contains})'
-    if op in ('$in', '$nin'):
-        values = list(target)
-        if not values:
-            return 'FALSE' if op == '$in' else 'TRUE'
-        params.extend(json.dumps({key: v}) for v in values)
-        any_of = '(' + ' OR '.join([f'{column} @> %s::jsonb'] * len(values)) + ')'
-        return any_of if op == '$in' else f'NOT {any_of}'
-    if op in ('$gt', '$gte', '$lt', '$lte'):
-        sign = {'$gt': '>', '$gte': '>=', '$lt': '<', '$lte': '<='}[op]
-        if isinstance(target, bool) or not isinstance(target, (int, float, str)):
-            raise ValueError(f'unsupported value for {op}: {target!r}')
-        kind, cast = ('string', 'text') if isinstance(target, str) else ('number', 'float8')
-        params.extend([key, key, target])
-        return f"(jsonb_typeof({column} -> %s) = '{kind}' AND ({column} ->> %s)::{cast} {sign} %s)"
-    raise ValueError(f'unsupported filter operator {op!r}')
 
 
 # ---- the store -----------------------------------------------------------------------------------------------------
