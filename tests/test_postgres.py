@@ -206,7 +206,8 @@ def test_a_narrow_filter_is_searched_exactly_with_either_lexical_plan(both_store
     give the same chunks and scores, which are Chroma's exact BM25 over the chunks that pass the filter; dense search
     gives the exact nearest chunks that pass it."""
     import numpy as np
-    from rag_plugin.store import matches, postgres
+    from rag_plugin.store import matches
+    from rag_plugin.store import postgres_search as postgres
     ids, vectors, documents, metadatas = _tenant_corpus(embeddings)
     for store in both_stores.values():
         store.upsert(ids, vectors, documents, metadatas)

@@ -8,8 +8,8 @@ from rag_plugin.store.ledger import COLUMNS, RESTORE_SQL, FileRecord, previous_v
 
 class PostgresLedger:
     """The ingestion ledger of a :class:`~rag_plugin.store.postgres.PostgresStore`, in the same database (table
-    ``rag_<collection>_files``), with the methods of :class:`~rag_plugin.store.ledger.Ledger`. Every process that opens the store sees the same
-    rows; the store's advisory write lock keeps ingestions one at a time.
+    ``rag_<collection>_files``), with the methods of :class:`~rag_plugin.store.ledger.Ledger`. Every process that
+    opens the store sees the same rows; the store's advisory write lock keeps ingestions one at a time.
 
     Args:
         store (PostgresStore): the store
