@@ -73,7 +73,8 @@ def default_vector_store(persist_directory: Optional[str] = UNSET, embeddings: O
     from langchain_chroma import Chroma
 
     from rag_plugin.errors import StoreDamaged
-    from rag_plugin.store.chroma import REPAIR_HINT, collection_to_open, sqlite_damage
+    from rag_plugin.store.chroma import collection_to_open
+    from rag_plugin.store.chroma_files import REPAIR_HINT, sqlite_damage
     # chromadb 0.5.4's telemetry client is incompatible with the posthog it resolves to and logs an error per
     # event; telemetry is off in the settings below, and its logger is silenced for the versions that still try.
     logging.getLogger('chromadb.telemetry.product.posthog').setLevel(logging.CRITICAL)

@@ -19,7 +19,7 @@ from langchain_core.vectorstores import VectorStore
 from rag_plugin.ingest.fingerprint import SettingsChanged
 from rag_plugin.errors import StoreDamaged
 from rag_plugin.store import chroma_internals
-from rag_plugin.store.chroma import sqlite_integrity
+from rag_plugin.store.chroma_files import sqlite_integrity
 from rag_plugin.store.ledger import Ledger
 from rag_plugin.text import cosine
 

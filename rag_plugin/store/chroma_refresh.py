@@ -17,7 +17,8 @@ from typing import Any, Callable, Optional
 from langchain_core.vectorstores import VectorStore
 
 from rag_plugin.errors import StoreDamaged
-from rag_plugin.store.chroma import SQLITE_FILE, ChromaStore, chroma_internals
+from rag_plugin.store.chroma import ChromaStore, chroma_internals
+from rag_plugin.store.chroma_files import SQLITE_FILE
 from rag_plugin.store.locks import WriteLock
 
 logger = logging.getLogger(__name__)
