@@ -4,6 +4,11 @@
 search, counts, corpus statistics, a version that changes on every write); :class:`ChromaStore` implements it over a
 LangChain ``Chroma`` store, :class:`~rag_plugin.store.postgres.PostgresStore` over PostgreSQL with pgvector
 (:func:`postgres_store`). Any other LangChain ``VectorStore`` is searched dense-only through its own API.
+
+What a backend keeps besides chunks is here too: the ingestion ledger (:mod:`~rag_plugin.store.ledger`), the write lock
+(:mod:`~rag_plugin.store.locks`) and the refresh of a Chroma store other processes write
+(:mod:`~rag_plugin.store.chroma_refresh`). The package imports nothing of the plugin but :mod:`rag_plugin.text` and
+:mod:`rag_plugin.errors` (``tests/test_architecture.py``).
 """
 from typing import Any, Optional
 

@@ -40,7 +40,7 @@ POSTINGS_PER_SCOPED_CHUNK = 1
 """int: in a small scope, the query words' postings are read below this many per chunk, else each chunk's ``tsv``."""
 
 COMMON_SHARE = 0.2
-"""float: in a small scope, words this share of the chunks hold only add to the scores the others find (if exact)."""
+"""float: in a small scope, words this share of the chunks hold add to the scores but do not choose the chunks."""
 
 
 class PostgresSearch:
