@@ -175,7 +175,7 @@ def run_ours(folder: Path, embeddings) -> dict:
     """rag_plugin: ``rag_plugin.RAG.load_pdfs`` twice on a fresh store."""
     import rag_plugin.ingest.pipeline as pipeline
     from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
-    from rag_plugin.ingest.ledger import Ledger
+    from rag_plugin.store.ledger import Ledger
     from rag_plugin.ingest.parsing import ParsePool
     from rag_plugin.ingest.pipeline import Ingestor
     out: dict[str, Any] = {}

@@ -29,7 +29,7 @@ def chunk_texts(folder: Path, limit: int) -> list[str]:
     from langchain_core.vectorstores import InMemoryVectorStore
 
     from rag_plugin import default_splitter
-    from rag_plugin.ingest.ledger import Ledger
+    from rag_plugin.store.ledger import Ledger
     from rag_plugin.ingest.loaders import file_digest, load_file
     from rag_plugin.ingest.pipeline import Ingestor, embedding_text
     ingestor = Ingestor(InMemoryVectorStore(FakeEmbeddings(size=4)), default_splitter(), Ledger())

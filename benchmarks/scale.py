@@ -143,8 +143,7 @@ import json, os, sys, time
 started = time.perf_counter()
 backend, target, questions, tenant = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
 from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter
-from rag_plugin.defaults import default_vector_store
-from rag_plugin.store import postgres_store
+from rag_plugin.defaults import default_vector_store, postgres_store
 bot = StandaloneBot()
 ExtractiveLLM(bot)
 store = default_vector_store(target) if backend == 'chroma' else postgres_store(target, collection='scale')

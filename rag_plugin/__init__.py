@@ -26,7 +26,7 @@ _EXPORTS = {
     'default_embeddings': 'rag_plugin.defaults',
     'default_vector_store': 'rag_plugin.defaults',
     'store_from_env': 'rag_plugin.defaults',
-    'postgres_store': 'rag_plugin.store',
+    'postgres_store': 'rag_plugin.defaults',
     'default_splitter': 'rag_plugin.defaults',
     'SentenceTransformerEmbeddings': 'rag_plugin.defaults',
     'IngestReport': 'rag_plugin.ingest.pipeline',

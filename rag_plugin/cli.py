@@ -76,7 +76,7 @@ def _require_store(store: str) -> None:
 
 
 def _refuse_damage(store: str) -> None:
-    from rag_plugin.store.chroma import REPAIR_HINT, folder_damage
+    from rag_plugin.store.chroma_files import REPAIR_HINT, folder_damage
     damage = folder_damage(store)
     if damage:
         raise UsageError(f'damaged store at {store}: {damage}: {REPAIR_HINT.format(folder=store)}')
@@ -196,7 +196,7 @@ def _set_aside_damaged_database(store: str) -> Optional[str]:
     check) has its Chroma files moved aside, so that the repair builds the store again from the ledger's files;
     returns where they went (None: the database is sound, or the store is in PostgreSQL)."""
     from rag_plugin.defaults import database_url
-    from rag_plugin.store.chroma import set_aside_store, sqlite_integrity
+    from rag_plugin.store.chroma_files import set_aside_store, sqlite_integrity
     if database_url() is not None or not os.path.isfile(os.path.join(store, 'chroma.sqlite3')):
         return None
     if sqlite_integrity(store) is None:
@@ -358,7 +358,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     from rag_plugin.ingest import ledger_for
     from rag_plugin.ingest.check import check_store
     from rag_plugin.store import corpus_store
-    from rag_plugin.store.chroma import REPAIR_HINT, folder_damage
+    from rag_plugin.store.chroma_files import REPAIR_HINT, folder_damage
     if args.check and os.path.isfile(os.path.join(args.store, 'chroma.sqlite3')):
         damage = folder_damage(args.store)  # seen before Chroma opens the files
         if damage:
@@ -760,7 +760,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f'error: {e}', file=sys.stderr)
         return 2
     except ImportError as e:
-        from rag_plugin.store.postgres import MISSING_EXTRA
+        from rag_plugin.store.postgres_schema import MISSING_EXTRA
         if str(e) != MISSING_EXTRA:
             raise
         print(f'error: {e}', file=sys.stderr)

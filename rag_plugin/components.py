@@ -23,11 +23,11 @@ if TYPE_CHECKING:
     from rag_plugin.generate.resilient import ResilientGenerator
     from rag_plugin.guard import CorpusSignals, RelevanceGuard
     from rag_plugin.history import ConversationHistory
-    from rag_plugin.ingest.ledger import Ledger
     from rag_plugin.rerank import SentenceReranker
     from rag_plugin.retrieve import Retriever
     from rag_plugin.rewrite import QueryRewriter
     from rag_plugin.session_uploads import SessionUploads
+    from rag_plugin.store.ledger import Ledger
     from rag_plugin.trace import TraceWriter
 
 

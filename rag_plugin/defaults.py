@@ -73,7 +73,8 @@ def default_vector_store(persist_directory: Optional[str] = UNSET, embeddings: O
     from langchain_chroma import Chroma
 
     from rag_plugin.errors import StoreDamaged
-    from rag_plugin.store.chroma import REPAIR_HINT, collection_to_open, sqlite_damage
+    from rag_plugin.store.chroma import collection_to_open
+    from rag_plugin.store.chroma_files import REPAIR_HINT, sqlite_damage
     # chromadb 0.5.4's telemetry client is incompatible with the posthog it resolves to and logs an error per
     # event; telemetry is off in the settings below, and its logger is silenced for the versions that still try.
     logging.getLogger('chromadb.telemetry.product.posthog').setLevel(logging.CRITICAL)
@@ -100,10 +101,32 @@ def database_url(bot=None) -> Optional[str]:
     return (resolve(RAG_DATABASE_URL, bot) or '').strip() or None
 
 
+def postgres_store(dsn: str, collection: str = DEFAULT_COLLECTION, embeddings: Optional[Embeddings] = None,
+                   bot=None, **kwargs) -> VectorStore:
+    """A PostgreSQL + pgvector store for :class:`rag_plugin.RAG`:
+    ``RAG(bot, vector_store=postgres_store(dsn, collection='docs'), ...)`` (:func:`rag_plugin.store.postgres_store`
+    with the embedding model of the settings when none is given).
+
+    Args:
+        dsn (str): the connection string, e.g. ``postgresql://rag:secret@db:5432/rag`` (the server needs the
+            ``vector`` extension; the tables are created on first use)
+        collection (str): the collection (its tables are ``rag_<collection>_*``)
+        embeddings (Embeddings): the embedding model (default: :func:`default_embeddings` of the bot)
+        bot (Bot): the bot whose ``[rag]`` embedding properties apply
+        **kwargs: :class:`~rag_plugin.store.postgres.PostgresStore`'s other arguments (``dim``, ``pool_size``,
+            ``timeout``)
+
+    Raises:
+        ImportError: psycopg 3 is not installed (``pip install rag_plugin[postgres]``)
+    """
+    from rag_plugin.store import postgres_store as make  # psycopg is an optional extra
+    return make(dsn, collection, default_embeddings(bot=bot) if embeddings is None else embeddings, **kwargs)
+
+
 def store_from_env(persist_directory: Optional[str] = UNSET, embeddings: Optional[Embeddings] = None,
                    collection_name: Optional[str] = None, bot=None) -> VectorStore:
     """The store the demo bot and the command line use: PostgreSQL + pgvector when env ``RAG_PLUGIN_DATABASE_URL``
-    (or the bot's ``rag.database_url``) is set (:func:`rag_plugin.store.postgres_store`, collection
+    (or the bot's ``rag.database_url``) is set (:func:`postgres_store`, collection
     ``collection_name``), else the Chroma store in ``persist_directory`` (:func:`default_vector_store`, which reads
     the folder from the settings when it is not given).
 
@@ -113,7 +136,6 @@ def store_from_env(persist_directory: Optional[str] = UNSET, embeddings: Optiona
     url = database_url(bot)
     if url is None:
         return default_vector_store(persist_directory, embeddings, collection_name, bot=bot)
-    from rag_plugin.store import postgres_store  # psycopg is an optional extra
     return postgres_store(url, collection=collection_name or DEFAULT_COLLECTION,
                           embeddings=embeddings or default_embeddings(bot=bot))
 

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from rag_plugin.store.filters import COMPARISON_OPERATORS, LOGICAL_OPERATORS
+
 DEFAULT_MAX_QUESTION_CHARS = 4000
 """int: questions longer than this are cut to their first 4,000 characters, at every door (``RAG.run``, the context
 methods, the command line, the chats, the HTTP API), and the reply says so (its ``note``)."""
 
-FILTER_OPERATORS = frozenset({'$eq', '$ne', '$in', '$nin', '$gt', '$gte', '$lt', '$lte'})
-"""frozenset[str]: the comparison operators of a metadata filter (Chroma's ``where``; also what
-:func:`rag_plugin.store.matches` evaluates)."""
+FILTER_OPERATORS = COMPARISON_OPERATORS
+"""frozenset[str]: the comparison operators of a metadata filter (Chroma's ``where``), from the one table of them,
+:data:`rag_plugin.store.filters.OPERATORS`, which :func:`rag_plugin.store.matches` and the PostgreSQL store read too."""
 
-FILTER_LOGICAL = frozenset({'$and', '$or'})
-"""frozenset[str]: the logical operators of a metadata filter (each takes a list of filters)."""
+FILTER_LOGICAL = LOGICAL_OPERATORS
+"""frozenset[str]: the logical operators of a metadata filter (each takes a list of filters), from the same table."""
 
 MAX_FILTER_CLAUSES = 200
 """int: the most clauses (conditions and ``$and``/``$or``) one filter may hold. Chroma refuses a query of some 450

@@ -59,7 +59,7 @@ def test_eval_plot_is_refused_before_the_evaluation_runs(without, tmp_path, caps
 def test_docx_without_the_extra_is_skipped_with_the_reason(without, tmp_path, embeddings):
     from rag_plugin.defaults import default_splitter, default_vector_store
     from rag_plugin.ingest import Ingestor
-    from rag_plugin.ingest.ledger import Ledger
+    from rag_plugin.store.ledger import Ledger
     folder = tmp_path / 'docs'
     make_docx(folder / 'guide.docx', 'Sync', ['Notes sync every five minutes.'])
     make_text(folder / 'notes.md', '# Trash\n\nDeleted notes stay in the trash for 30 days.\n')

@@ -206,7 +206,8 @@ def test_a_narrow_filter_is_searched_exactly_with_either_lexical_plan(both_store
     give the same chunks and scores, which are Chroma's exact BM25 over the chunks that pass the filter; dense search
     gives the exact nearest chunks that pass it."""
     import numpy as np
-    from rag_plugin.store import matches, postgres
+    from rag_plugin.store import matches
+    from rag_plugin.store import postgres_search as postgres
     ids, vectors, documents, metadatas = _tenant_corpus(embeddings)
     for store in both_stores.values():
         store.upsert(ids, vectors, documents, metadatas)
@@ -341,7 +342,7 @@ INGESTER = textwrap.dedent('''
     import json, sys
     dsn, collection, folders = sys.argv[1], sys.argv[2], sys.argv[3:]
     from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter
-    from rag_plugin.store import postgres_store
+    from rag_plugin import postgres_store
     bot = StandaloneBot()
     ExtractiveLLM(bot)
     rag = RAG(bot, postgres_store(dsn, collection=collection), default_splitter(), 'extractive')
@@ -356,7 +357,7 @@ ASKER = textwrap.dedent('''
     import json, sys
     dsn, collection, question = sys.argv[1:4]
     from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter
-    from rag_plugin.store import postgres_store
+    from rag_plugin import postgres_store
     bot = StandaloneBot()
     ExtractiveLLM(bot)
     rag = RAG(bot, postgres_store(dsn, collection=collection), default_splitter(), 'extractive')

@@ -163,7 +163,7 @@ def test_a_reader_answers_while_another_process_ingests_and_then_finds_the_new_d
 
 # ---- F5: two writer processes -------------------------------------------------------------------------------------
 def test_two_writer_processes_at_once_leave_no_chunk_missing_from_the_vector_index(tmp_path, shared_embeddings):
-    from rag_plugin.ingest.store import ChromaRefresher, index_ids
+    from rag_plugin.store.chroma_refresh import ChromaRefresher, index_ids
     store_dir = tmp_path / 'store'
     create_store(store_dir, shared_embeddings)
     markers = tmp_path / 'markers'
@@ -273,7 +273,7 @@ def drop_from_vector_index(vector_store, chunk_id: str) -> None:
     disk) lacks it, and the log entry that added it counts as applied, so re-opening the index does not bring it
     back."""
     from chromadb.types import LogRecord, Operation, OperationRecord
-    from rag_plugin.ingest.store import vector_segment
+    from rag_plugin.store.chroma_refresh import vector_segment
     segment = vector_segment(vector_store)
     offset = segment._max_seq_id
     segment._write_records([LogRecord(log_offset=offset, record=OperationRecord(
@@ -287,7 +287,7 @@ def drop_from_vector_index(vector_store, chunk_id: str) -> None:
 def test_the_consistency_check_finds_a_planted_inconsistency_and_repair_fixes_it(tmp_path, shared_embeddings,
                                                                                  caplog):
     from rag_plugin.cli import main
-    from rag_plugin.ingest.store import ChromaRefresher
+    from rag_plugin.store.chroma_refresh import ChromaRefresher
     store_dir = tmp_path / 'store'
     rag = make_rag(store_dir, shared_embeddings)
     rag.add_text('The cafeteria serves paella every Friday at noon.', {'source_id': 'menu.txt'})

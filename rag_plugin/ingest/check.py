@@ -17,10 +17,10 @@ from typing import Any, Optional
 from langchain_core.vectorstores import VectorStore
 
 from rag_plugin.ingest.fingerprint import SettingsChanged
-from rag_plugin.ingest.ledger import Ledger
 from rag_plugin.errors import StoreDamaged
 from rag_plugin.store import chroma_internals
-from rag_plugin.store.chroma import sqlite_integrity
+from rag_plugin.store.chroma_files import sqlite_integrity
+from rag_plugin.store.ledger import Ledger
 from rag_plugin.text import cosine
 
 SAME_MODEL_COSINE = 0.9

@@ -27,15 +27,17 @@ from rag_plugin.ingest import fingerprint as settings_of
 from rag_plugin.ingest.check import StoreCheck, StoreRepair, check_store
 from rag_plugin.ingest.document import split_page
 from rag_plugin.ingest.isolated import parse_isolated
-from rag_plugin.ingest.ledger import FileRecord, Ledger, chunk_ids
 from rag_plugin.ingest.limits import ParseLimits
 from rag_plugin.ingest.loaders import SUPPORTED_EXTENSIONS, LoadedFile, SkipFile, file_digest, load_file
 from rag_plugin.ingest.parsing import ParsePool, default_workers
 from rag_plugin.errors import StoreDamaged
-from rag_plugin.ingest.store import DEFAULT_LOCK_TIMEOUT, ChromaRefresher, write_lock_for
 from rag_plugin.section_spans import SECTION_SPANS_KEY, encode_spans
 from rag_plugin.store import chroma_internals, chroma_store, corpus_store
+from rag_plugin.store.chroma_refresh import ChromaRefresher
 from rag_plugin.store.foreign import file_name
+from rag_plugin.store.ledger import FileRecord, Ledger, chunk_ids
+from rag_plugin.store.locks import DEFAULT_LOCK_TIMEOUT, write_lock_for
+from rag_plugin.text.chunks import embedding_text
 
 logger = logging.getLogger(__name__)
 
@@ -119,25 +121,6 @@ def _now() -> str:
 
 def _slug_tag(tag: str) -> str:
     return re.sub(r'[^A-Za-z0-9_.-]+', '_', tag.strip()).strip('_')
-
-
-def embedding_text(chunk: Document) -> str:
-    """The text embedded (and indexed for BM25) for a chunk: its document's file name, title and section, each on a
-    line above it. File names often say what a document is ("2023 Q1 AAPL.pdf"); the title is left out when it
-    repeats the file name or is only an identifier (SEC filings carry accession numbers as PDF titles)."""
-    name = Path(str(chunk.metadata.get('source') or '')).stem.replace('_', ' ').strip()
-    title = str(chunk.metadata.get('title') or '').replace('_', ' ').strip()
-    section = str(chunk.metadata.get('section') or '').strip()
-    head = [name] if name else []
-    if len(re.findall(r'[A-Za-z]{3,}', title)) >= 2 and _normal(title) != _normal(name):
-        head.append(title)
-    if section and _normal(section) not in {_normal(h) for h in head}:
-        head.append(section)
-    return '\n'.join(head + [chunk.page_content])
-
-
-def _normal(text: str) -> str:
-    return re.sub(r'[\s_\-]+', ' ', text).strip().lower()
 
 
 def _section_for(offset: int, headings: list, carried: Optional[str]) -> Optional[str]:
@@ -235,7 +218,7 @@ class Ingestor:
             store gets the headers, a store another tool filled (BBF's ``load_pdfs``) keeps its plain-text vectors,
             so that ingesting its files adopts its chunks without embedding them again
         lock_timeout (float): seconds to wait while another thread or process writes to the store before
-            :class:`~rag_plugin.ingest.store.StoreBusy` (env ``RAG_PLUGIN_WRITE_LOCK_TIMEOUT``, default 300)
+            :class:`~rag_plugin.store.locks.StoreBusy` (env ``RAG_PLUGIN_WRITE_LOCK_TIMEOUT``, default 300)
         parse_workers (int): processes that parse files while chunks are embedded (default: one per core but one,
             1 to 4; ``0`` parses in this process); a run with one or two files to parse, or a few small ones,
             starts none (see :mod:`rag_plugin.ingest.parsing`)

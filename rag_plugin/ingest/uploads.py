@@ -8,7 +8,7 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING
 
 from rag_plugin.ingest.pipeline import FileResult, IngestReport, Ingestor
-from rag_plugin.ingest.store import StoreBusy
+from rag_plugin.store.locks import StoreBusy
 
 if TYPE_CHECKING:
     from besser.bot.core.file import File

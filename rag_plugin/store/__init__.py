@@ -4,6 +4,11 @@
 search, counts, corpus statistics, a version that changes on every write); :class:`ChromaStore` implements it over a
 LangChain ``Chroma`` store, :class:`~rag_plugin.store.postgres.PostgresStore` over PostgreSQL with pgvector
 (:func:`postgres_store`). Any other LangChain ``VectorStore`` is searched dense-only through its own API.
+
+What a backend keeps besides chunks is here too: the ingestion ledger (:mod:`~rag_plugin.store.ledger`), the write lock
+(:mod:`~rag_plugin.store.locks`) and the refresh of a Chroma store other processes write
+(:mod:`~rag_plugin.store.chroma_refresh`). The package imports nothing of the plugin but :mod:`rag_plugin.text` and
+:mod:`rag_plugin.errors` (``tests/test_architecture.py``).
 """
 from typing import Any, Optional
 
@@ -25,8 +30,8 @@ def corpus_store(vector_store: Any) -> Optional[CorpusStore]:
 
 
 def postgres_store(dsn: str, collection: str = 'rag_plugin', embeddings: Any = None, **kwargs: Any):
-    """A PostgreSQL + pgvector store (see :func:`rag_plugin.store.postgres.postgres_store`); needs
-    ``pip install rag_plugin[postgres]``."""
+    """A PostgreSQL + pgvector store with this embedding model (see :func:`rag_plugin.store.postgres.postgres_store`;
+    :func:`rag_plugin.postgres_store` gives it the default model); needs ``pip install rag_plugin[postgres]``."""
     from rag_plugin.store.postgres import postgres_store as make
     return make(dsn, collection, embeddings, **kwargs)
 

@@ -6,14 +6,13 @@ as :class:`~rag_plugin.defaults.SentenceTransformerEmbeddings` and OpenAI's are)
 
 Chroma (0.5.x) keeps each collection's vector index (an HNSW graph) in the memory of every process that opened it; its
 table (SQLite) is shared, and every write is logged in its SQLite queue with an increasing sequence number, which
-:meth:`ChromaStore.version` reads (see :class:`rag_plugin.ingest.store.ChromaRefresher`).
+:meth:`ChromaStore.version` reads (see :class:`rag_plugin.store.chroma_refresh.ChromaRefresher`). Its files on disk,
+and what is damaged in them, are :mod:`rag_plugin.store.chroma_files`'s.
 """
 from __future__ import annotations
 
 import logging
 import os
-import struct
-import time
 from typing import Any, Callable, Optional, Sequence
 
 from langchain_core.documents import Document
@@ -21,6 +20,8 @@ from langchain_core.vectorstores import VectorStore
 
 from rag_plugin.errors import StoreDamaged
 from rag_plugin.store.base import DenseHit
+from rag_plugin.store.chroma_files import (REPAIR_HINT, SQLITE_FILE, check_index, forget_store_folder, index_folder,
+                                           set_aside_index, sqlite_damage)
 from rag_plugin.store.foreign import as_ours, is_foreign
 from rag_plugin.store.lexical import LexicalIndex
 
@@ -32,139 +33,6 @@ DISTANCE_TO_COSINE: dict[str, Callable[[float], float]] = {
     'l2': lambda d: 1.0 - d / 2.0,  # Chroma's l2 is squared: |a-b|^2 = 2 - 2cos for unit vectors
 }
 """dict: Chroma distance space -> the cosine similarity of a distance in it."""
-
-
-SQLITE_FILE = 'chroma.sqlite3'
-"""str: the file of a persisted Chroma store's table and write log."""
-
-REPAIR_HINT = 'run `python -m rag_plugin ingest --repair --store {folder}` to rebuild it'
-"""str: what to do about a damaged store (``{folder}``: the store's folder)."""
-
-DAMAGED_SUFFIX = '.damaged-'
-"""str: a damaged vector index folder is moved aside to ``<folder>.damaged-<unix time>`` (kept for inspection)."""
-
-_folders: dict[tuple[str, str], str] = {}
-"""dict[tuple[str, str], str]: (store folder, collection id) -> the folder of the collection's saved vector index."""
-
-_checked: dict[str, tuple] = {}
-"""dict[str, tuple]: vector index folders found sound in this process, with their files' sizes and times then."""
-
-_HNSW_HEADER = struct.Struct('<iQQQQQQiIQQQdQ')
-"""struct.Struct: the header.bin of a persisted HNSW index (chroma-hnswlib, persistence version 1): version, offset
-of level 0, capacity, element count, bytes per element, label offset, data offset, top level, entry point, maxM,
-maxM0, M, mult, ef_construction."""
-
-
-def sqlite_damage(folder: str) -> Optional[str]:
-    """What is wrong with a store folder's ``chroma.sqlite3`` at a glance (empty, or not a SQLite database), else
-    None (also when there is none: a new store). Chroma would silently build an empty store in an empty file."""
-    path = os.path.join(folder, SQLITE_FILE)
-    try:
-        with open(path, 'rb') as f:
-            head = f.read(16)
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        return f'{SQLITE_FILE} cannot be read: {e.strerror or e}'
-    if not head:
-        return f'{SQLITE_FILE} is empty (0 bytes)'
-    if head != b'SQLite format 3\x00':
-        return f'{SQLITE_FILE} is not a SQLite database'
-    return None
-
-
-def sqlite_integrity(folder: str) -> Optional[str]:
-    """What SQLite's own check (``PRAGMA quick_check``, read-only) finds wrong in ``chroma.sqlite3``, else None."""
-    import sqlite3
-    damage = sqlite_damage(folder)
-    if damage or not os.path.exists(os.path.join(folder, SQLITE_FILE)):
-        return damage
-    try:
-        db = sqlite3.connect(f'file:{os.path.join(folder, SQLITE_FILE)}?mode=ro', uri=True)
-        try:
-            rows = [row[0] for row in db.execute('PRAGMA quick_check').fetchmany(3)]
-        finally:
-            db.close()
-    except sqlite3.DatabaseError as e:
-        return f'{SQLITE_FILE} is damaged: {e}'
-    return None if rows == ['ok'] else f'{SQLITE_FILE} is damaged: ' + '; '.join(map(str, rows))
-
-
-def index_damage(folder: str) -> Optional[str]:
-    """What is wrong with a persisted HNSW vector index folder, else None (also for no folder, or a folder without
-    saved files: Chroma builds the index again from its write log).
-
-    The files are checked against their header before Chroma loads them: a truncated ``data_level0.bin`` crashed the
-    process (a segmentation fault in hnswlib), a header of garbage raised at every question."""
-    header_path = os.path.join(folder, 'header.bin')
-    if not os.path.exists(header_path):
-        return None
-    name = os.path.basename(os.path.normpath(folder))
-    try:
-        with open(header_path, 'rb') as f:
-            header = f.read()
-        if len(header) != _HNSW_HEADER.size:
-            return f'vector index {name}: header.bin has {len(header)} bytes, not {_HNSW_HEADER.size}'
-        version, _, capacity, count, per_element, label_offset, _, level, _, max_m, max_m0, m, _, _ = \
-            _HNSW_HEADER.unpack(header)
-        if version != 1 or not 0 <= count <= capacity or not 0 < per_element < 1 << 24 or \
-                label_offset + 8 != per_element or not (-1 if count == 0 else 0) <= level < 64 or \
-                not 0 < m <= max_m <= max_m0 < 1 << 16:
-            return f'vector index {name}: header.bin does not describe an index (version {version})'
-        # the vectors, then their norms: saved for the vectors held, or for the whole capacity (a new index)
-        for file, size in (('data_level0.bin', per_element), ('length.bin', 4)):
-            found = os.path.getsize(os.path.join(folder, file))
-            if not count * size <= found <= capacity * size:
-                return (f'vector index {name}: {file} has {found} bytes, {count * size} expected for {count} '
-                        f'vectors')
-        if not os.path.exists(os.path.join(folder, 'link_lists.bin')):
-            return f'vector index {name}: link_lists.bin is missing'
-    except FileNotFoundError as e:
-        return f'vector index {name}: {os.path.basename(e.filename or "")} is missing'
-    except (OSError, struct.error) as e:
-        return f'vector index {name}: {e}'
-    return None
-
-
-def folder_damage(folder: str) -> Optional[str]:
-    """What is wrong with a store folder's files (its database at a glance, every vector index), else None; Chroma is
-    not opened."""
-    damage = sqlite_damage(folder)
-    if damage:
-        return damage
-    try:
-        subfolders = sorted(e.path for e in os.scandir(folder) if e.is_dir() and DAMAGED_SUFFIX not in e.name)
-    except OSError:
-        return None
-    return next((d for d in map(index_damage, subfolders) if d), None)
-
-
-def set_aside_store(folder: str) -> Optional[str]:
-    """Move a damaged store's Chroma files (``chroma.sqlite3`` and its vector index folders) into
-    ``<folder>/damaged-<unix time>/`` (kept for inspection), leaving the ledger, so that a new store can be built in the
-    folder from the ledger's files. Returns where they went (None: there was nothing to move)."""
-    names = [e.name for e in os.scandir(folder) if e.name == SQLITE_FILE or e.name.startswith(SQLITE_FILE + '-')
-             or e.is_dir() and DAMAGED_SUFFIX not in e.name and os.path.exists(os.path.join(e.path, 'header.bin'))
-             or e.is_dir() and _is_uuid(e.name)]
-    if not names:
-        return None
-    target = os.path.join(folder, f'damaged-{int(time.time())}')
-    os.makedirs(target, exist_ok=True)
-    for name in names:
-        os.rename(os.path.join(folder, name), os.path.join(target, name))
-    for key in [k for k in _folders if k[0] == folder]:
-        _folders.pop(key)
-    logger.warning('[RAG] The damaged store files of %s were moved to %s', folder, target)
-    return target
-
-
-def _is_uuid(name: str) -> bool:
-    import uuid
-    try:
-        uuid.UUID(name)
-    except ValueError:
-        return False
-    return True
 
 
 def is_chroma(vector_store: Any) -> bool:
@@ -183,10 +51,7 @@ def chroma_space(vector_store: VectorStore) -> Optional[str]:
 
 
 NEW_COLLECTION_METADATA = {'hnsw:space': 'cosine', 'hnsw:search_ef': 100}
-"""dict: the settings of a collection this plugin creates: cosine distance, and a near-exact HNSW search (Chroma
-searches its graph with ef = max(10, k) by default: about 2.5% of the true 30 nearest chunks were missed on the
-Northwind set, and results changed with the index's state; ef 100 finds 99.9% of them). An existing collection is
-opened with its own settings: Chroma would overwrite them, and its index keeps the distance it was built with."""
+"""dict: a new collection's settings: cosine distance, a near-exact HNSW search (existing ones keep their own)."""
 
 
 def collection_to_open(client: Any, name: Optional[str], default: str) -> tuple[str, Optional[dict]]:
@@ -504,8 +369,7 @@ class ChromaStore:
         old = self.vector_store._client
         settings = self._system().settings
         SharedSystemClient._identifier_to_system.pop(old._identifier, None)
-        for key in [k for k in _folders if k[0] == folder]:
-            _folders.pop(key)
+        forget_store_folder(folder)
         client = chromadb.Client(settings)
         collection = client.get_collection(name)
         self.vector_store._client = client
@@ -522,39 +386,27 @@ class ChromaStore:
         """The folder of the collection's saved vector index (None in memory)."""
         if not self.is_persistent or not self.persist_directory:
             return None
-        key = (self.persist_directory, str(self._collection.id))
-        if key not in _folders:
+        collection_id = str(self._collection.id)
+
+        def segment_id() -> Optional[str]:
             from chromadb.db.impl.sqlite import SqliteDB
             with self._system().instance(SqliteDB).tx() as cur:
                 row = cur.execute("SELECT id FROM segments WHERE collection = ? AND scope = 'VECTOR'",
-                                  (key[1],)).fetchone()
-            if row is None:
-                return None
-            _folders[key] = os.path.join(self.persist_directory, row[0])
-        return _folders[key]
+                                  (collection_id,)).fetchone()
+            return None if row is None else row[0]
+        return index_folder(self.persist_directory, collection_id, segment_id)
 
     def check_vector_index(self) -> None:
-        """Refuse to load a saved vector index whose files disagree with their header (:func:`index_damage`): hnswlib
-        crashed the process on a truncated one. Checked again when its files change.
+        """Refuse to load a saved vector index whose files disagree with their header
+        (:func:`~rag_plugin.store.chroma_files.index_damage`): hnswlib crashed the process on a truncated one. Checked
+        again when its files change.
 
         Raises:
             StoreDamaged: the index is damaged (the message names the file and what to do)
         """
         folder = self.vector_folder() if self._system() is not None else None
-        if folder is None:
-            return
-        try:
-            seen = tuple(os.stat(os.path.join(folder, f))[6:9] for f in ('header.bin', 'data_level0.bin'))
-        except OSError:
-            seen = None
-        if seen is not None and _checked.get(folder) == seen:
-            return
-        damage = index_damage(folder)
-        if damage:
-            raise StoreDamaged(f'{self.persist_directory}: {damage}: '
-                               + REPAIR_HINT.format(folder=self.persist_directory))
-        if seen is not None:
-            _checked[folder] = seen
+        if folder is not None:
+            check_index(folder, self.persist_directory)
 
     def set_aside_vector_index(self) -> Optional[str]:
         """Move the collection's saved vector index aside (``<folder>.damaged-<time>``, kept) and open the index
@@ -568,9 +420,7 @@ class ChromaStore:
         segment = manager._get_segment_sysdb(self._collection.id, SegmentScope.VECTOR)
         with manager._lock:  # never saved again over the moved files
             manager._instances.pop(segment['id'], None)
-        target = f'{folder}{DAMAGED_SUFFIX}{int(time.time())}'
-        os.rename(folder, target)
-        _checked.pop(folder, None)
+        target = set_aside_index(folder)
         manager.get_segment(self._collection.id, VectorReader)
         logger.warning('[RAG] The vector index was moved aside to %s and built again from the write log', target)
         return target

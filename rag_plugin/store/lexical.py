@@ -13,6 +13,7 @@ from langchain_core.documents import Document
 
 from rag_plugin.store.filters import matches
 from rag_plugin.text import found, tokens
+from rag_plugin.text.chunks import embedding_text
 
 
 def _bm25s():
@@ -36,7 +37,8 @@ def _bm25s():
 
 
 class LexicalIndex:
-    """A BM25 index (bm25s) over the chunks of a Chroma store, kept in sync with ingestion.
+    """A BM25 index (bm25s) over the chunks of a store that lists them (a :class:`~rag_plugin.store.ChromaStore`),
+    kept in sync with ingestion.
 
     Chunk texts are tokenised once and cached by chunk id; a change (chunks added or deleted by the RAG's
     ingestion, or a different chunk count in the store, e.g. after another process ingested) marks the index stale,
@@ -44,17 +46,20 @@ class LexicalIndex:
     chunks. Only new chunks are tokenised.
 
     Args:
-        store (ChromaStore | VectorStore): the store whose chunks are indexed (a LangChain ``Chroma`` store is
-            wrapped in a :class:`~rag_plugin.store.ChromaStore`)
+        store (ChromaStore): the store whose chunks are indexed: anything with ``count()`` and ``chunks()`` (a
+            LangChain ``Chroma`` store's index is ``rag_plugin.store.chroma_store(vector_store).lexical``)
 
     Attributes:
         store (ChromaStore): the store
+
+    Raises:
+        TypeError: the store cannot list its chunks (a LangChain ``VectorStore``: see ``store`` above)
     """
 
     def __init__(self, store: Any):
         if not hasattr(store, 'chunks'):
-            from rag_plugin.store.chroma import ChromaStore  # chroma.py imports this module
-            store = ChromaStore(store)
+            raise TypeError(f'LexicalIndex indexes a store that lists its chunks (a ChromaStore: '
+                            f'rag_plugin.store.chroma_store(vector_store)), got {type(store).__name__}')
         self.store = store
         self._lock = threading.RLock()
         self._tokens: dict[str, list[str]] = {}
@@ -73,9 +78,6 @@ class LexicalIndex:
 
     def _reload(self) -> None:
         BM25 = _bm25s().BM25
-
-        # ingest.pipeline imports the store package: imported here, when the first index is built
-        from rag_plugin.ingest.pipeline import embedding_text
         logging.getLogger('bm25s').setLevel(logging.WARNING)  # its import sets DEBUG: a line per index build
         ids, docs = self.store.chunks()
         # The file name, title and section head each chunk's terms, as in its embedding: "Northwind Standard" in a
