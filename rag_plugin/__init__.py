@@ -38,7 +38,7 @@ _EXPORTS = {
     'create_app': 'rag_plugin.server',
     'SemanticCache': 'rag_plugin.cache',
     'DEFAULT_RELEVANCE_THRESHOLD': 'rag_plugin.guard',
-    'DEFAULT_NOT_FOUND_ANSWER': 'rag_plugin.guard',
+    'DEFAULT_NOT_FOUND_ANSWER': 'rag_plugin.settings',
 }
 
 __all__ = sorted(_EXPORTS)

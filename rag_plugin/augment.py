@@ -11,7 +11,10 @@ from typing import Any, Optional
 
 from langchain_core.documents import Document
 
-from rag_plugin.generate.refusal import REFUSAL_SENTENCE
+REFUSAL_SENTENCE = 'The documents do not contain the answer.'
+"""str: the sentence the default prompt asks the model to reply with when the fragments do not contain the answer
+(:mod:`rag_plugin.generate.refusal` recognises it)."""
+
 
 DEFAULT_LLM_PROMPT = (
     "You are an assistant that answers questions using only the numbered document fragments provided below. "

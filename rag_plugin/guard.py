@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
@@ -38,6 +37,7 @@ from langchain_core.documents import Document
 
 from rag_plugin.embeddings.memo import VectorMemo
 from rag_plugin.retrieve import Retriever, lexical_of
+from rag_plugin.settings import DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE
 from rag_plugin.text import (STOP_WORDS, WORD, fold, found, is_common_english, language, normalise, split_parts,
                              tokens, weight_share)
 from rag_plugin.text.abbreviations import ABBREVIATIONS
@@ -46,21 +46,13 @@ DEFAULT_RELEVANCE_THRESHOLD = 0.2
 """float: default similarity threshold for all-MiniLM-L6-v2 cosine scores (measured; README, "The guard and graded
 answers")."""
 
-DEFAULT_MIN_COVERAGE = 0.5
-"""float: default minimum IDF-weighted coverage of the question's words by the retrieved chunks (measured)."""
-
 DEFAULT_COVERAGE_BELOW = 0.5
 """float: the coverage check applies when the best chunk's similarity is below this (measured): a close match in
 meaning may paraphrase every word of a long question."""
 
-DEFAULT_MAX_UNKNOWN = 0.35
-"""float: default maximum IDF-weighted share of the question's words that the documents never mention (measured)."""
-
 DEFAULT_WORD_SIMILARITY = 0.75
 """float: two words mean nearly the same when their embeddings' cosine reaches this (measured; README)."""
 
-DEFAULT_NOT_FOUND_ANSWER = "I can't find this in the available documents."
-"""str: the default answer when the RAG abstains."""
 
 HIGH_MARGIN = 0.2
 """float: the best score must exceed the threshold by this much for ``high`` confidence."""

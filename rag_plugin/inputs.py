@@ -11,9 +11,6 @@ from typing import Any, Optional
 
 from rag_plugin.store.filters import COMPARISON_OPERATORS, LOGICAL_OPERATORS
 
-DEFAULT_MAX_QUESTION_CHARS = 4000
-"""int: questions longer than this are cut to their first 4,000 characters, at every door (``RAG.run``, the context
-methods, the command line, the chats, the HTTP API), and the reply says so (its ``note``)."""
 
 FILTER_OPERATORS = COMPARISON_OPERATORS
 """frozenset[str]: the comparison operators of a metadata filter (Chroma's ``where``), from the one table of them,

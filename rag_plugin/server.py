@@ -40,7 +40,8 @@ from rag_plugin.api_defaults import (API_KEY_ENV, DEFAULT_HOST, DEFAULT_MAX_BODY
                                      DEFAULT_RATE_LIMIT, FAILED_AUTH_COST, LOCAL_HOSTS)
 from rag_plugin.http_guards import (HostCheck, RateLimit, StrictJSONRoute, TokenBuckets, address_bucket,  # noqa: E402
                                     key_matches, send_json)
-from rag_plugin.inputs import DEFAULT_MAX_QUESTION_CHARS, clean_text  # noqa: E402
+from rag_plugin.inputs import clean_text  # noqa: E402
+from rag_plugin.settings import DEFAULT_MAX_QUESTION_CHARS  # noqa: E402
 from rag_plugin.store import corpus_store, scope_filter  # noqa: E402
 
 if TYPE_CHECKING:

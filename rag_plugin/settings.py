@@ -30,12 +30,38 @@ from typing import Any, Optional
 
 from besser.bot.core.property import Property
 
-from rag_plugin.generate.resilient import DEFAULT_BREAKER_COOL_DOWN, DEFAULT_BREAKER_FAILURES, DEFAULT_DEADLINE
-from rag_plugin.guard import DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE, DEFAULT_NOT_FOUND_ANSWER
-from rag_plugin.ingest.limits import DEFAULT_LIMITS
-from rag_plugin.inputs import DEFAULT_MAX_QUESTION_CHARS
 
 SECTION_RAG = 'rag'
+
+# The defaults the stages share with their settings: defined here, the one place they are read from (the stages
+# import them), so that the settings depend on no stage.
+DEFAULT_DEADLINE = 20.0
+"""float: seconds one question may spend on the LLM (rewrite, attempts and backoff included)."""
+DEFAULT_BREAKER_FAILURES = 3
+"""int: consecutive failed LLM calls that open the circuit breaker."""
+DEFAULT_BREAKER_COOL_DOWN = 30.0
+"""float: seconds the LLM is skipped once the breaker is open, before one call probes it again."""
+DEFAULT_MIN_COVERAGE = 0.5
+"""float: default minimum IDF-weighted coverage of the question's words by the retrieved chunks (measured)."""
+DEFAULT_MAX_UNKNOWN = 0.35
+"""float: default maximum IDF-weighted share of the question's words that the documents never mention (measured)."""
+DEFAULT_NOT_FOUND_ANSWER = "I can't find this in the available documents."
+"""str: the default answer when the RAG abstains."""
+DEFAULT_MAX_QUESTION_CHARS = 4000
+"""int: questions longer than this are cut to their first 4,000 characters, at every door (``RAG.run``, the context
+methods, the command line, the chats, the HTTP API), and the reply says so (its ``note``)."""
+DEFAULT_MAX_PAGES = 2000
+"""int: pages of one PDF (the SEC 10-Q filings of the evaluation have up to 80)."""
+DEFAULT_MAX_TEXT_MB = 50.0
+"""float: text extracted from one file, in MB (millions of characters, 1024 x 1024)."""
+DEFAULT_MAX_INFLATED_MB = 100.0
+"""float: what one file's compressed parts may inflate to, in MB."""
+DEFAULT_MAX_CHUNKS = 2000
+"""int: chunks one file may be split into."""
+DEFAULT_WORKER_MEMORY_MB = 1024.0
+"""float: memory the worker process that parses an upload may take, in MB."""
+DEFAULT_WORKER_SECONDS = 60.0
+"""float: seconds the worker process that parses an upload may take."""
 
 SETTINGS: dict[str, 'Setting'] = {}
 """dict[str, Setting]: every setting of the ``rag`` section, by short name (``k``), in declaration order."""
@@ -185,18 +211,18 @@ RAG_MAX_SESSION_CHUNKS = Setting('max_session_chunks', int, 2000, "chunks one co
                                  'all (uploads = session)')
 RAG_WRITE_LOCK_TIMEOUT = Setting('write_lock_timeout', float, 300.0, 'seconds a writer waits for another one to '
                                  'finish', env='RAG_PLUGIN_WRITE_LOCK_TIMEOUT')
-RAG_MAX_PAGES = Setting('max_pages', int, DEFAULT_LIMITS.max_pages, 'pages of one PDF; a longer one is skipped (0: no '
+RAG_MAX_PAGES = Setting('max_pages', int, DEFAULT_MAX_PAGES, 'pages of one PDF; a longer one is skipped (0: no '
                        'limit)')
-RAG_MAX_TEXT_MB = Setting('max_text_mb', float, DEFAULT_LIMITS.max_text_mb, 'text extracted from one file, in MB '
+RAG_MAX_TEXT_MB = Setting('max_text_mb', float, DEFAULT_MAX_TEXT_MB, 'text extracted from one file, in MB '
                           '(of 1,048,576 characters); a file with more is skipped (0: no limit)')
-RAG_MAX_INFLATED_MB = Setting('max_inflated_mb', float, DEFAULT_LIMITS.max_inflated_mb, "what one file's compressed "
+RAG_MAX_INFLATED_MB = Setting('max_inflated_mb', float, DEFAULT_MAX_INFLATED_MB, "what one file's compressed "
                               'streams (PDF) or parts (DOCX) may inflate to, in MB; measured before they are inflated '
                               '(0: no limit)')
-RAG_MAX_CHUNKS = Setting('max_chunks', int, DEFAULT_LIMITS.max_chunks, 'chunks one file may be split into; a file '
+RAG_MAX_CHUNKS = Setting('max_chunks', int, DEFAULT_MAX_CHUNKS, 'chunks one file may be split into; a file '
                          'that makes more is skipped before any is embedded (0: no limit)', env='RAG_PLUGIN_MAX_CHUNKS')
-RAG_UPLOAD_PARSE_MEMORY_MB = Setting('upload_parse_memory_mb', float, DEFAULT_LIMITS.worker_memory_mb, 'memory, in MB, '
+RAG_UPLOAD_PARSE_MEMORY_MB = Setting('upload_parse_memory_mb', float, DEFAULT_WORKER_MEMORY_MB, 'memory, in MB, '
                                      'the worker process that parses an upload may take (0: no cap)')
-RAG_UPLOAD_PARSE_SECONDS = Setting('upload_parse_seconds', float, DEFAULT_LIMITS.worker_seconds, 'seconds the worker '
+RAG_UPLOAD_PARSE_SECONDS = Setting('upload_parse_seconds', float, DEFAULT_WORKER_SECONDS, 'seconds the worker '
                                    'process that parses an upload may take; then it is killed and the upload refused '
                                    '(0: no limit)')
 

@@ -28,27 +28,8 @@ Not ``rag_plugin`` itself: its names are imported lazily from every layer."""
 STORE_MUST_NOT_IMPORT = ('rag_plugin.ingest', 'rag_plugin.rag', 'rag_plugin.defaults', 'rag_plugin.generate')
 """tuple[str, ...]: the layers above the store, named in the failure message when one of them is imported."""
 
-KNOWN_CYCLES: list[frozenset[str]] = []
-"""list[frozenset[str]]: module import cycles that exist and are being removed elsewhere; a cycle found must lie
-within one of them. None is left between modules (context <-> rag is a cycle between parts: no module imports
-context/measure.py, see :data:`KNOWN_PACKAGE_CYCLES`)."""
-
-KNOWN_PACKAGE_CYCLES: list[frozenset[str]] = [
-    # Being removed by another part of issue 28: rag_plugin.context -> rag_plugin.evaluation (context/measure.py)
-    # -> rag_plugin.rag -> rag_plugin.context, and rag_plugin.rag <-> rag_plugin.channels.
-    frozenset({'rag_plugin.channels', 'rag_plugin.context', 'rag_plugin.evaluation', 'rag_plugin.rag'}),
-    # Found while writing this test, not assigned to this part as far as it knows: settings.py imports
-    # generate/resilient.py, guard.py and ingest/limits.py (so the ingest package), whose parts reach settings again
-    # (generate/select.py, embeddings/minilm.py through guard.py and ingest/fingerprint.py); augment.py <-> generate/.
-    frozenset({'rag_plugin.augment', 'rag_plugin.embeddings', 'rag_plugin.generate', 'rag_plugin.guard',
-               'rag_plugin.ingest', 'rag_plugin.settings'}),
-]
-"""list[frozenset[str]]: cycles between the package's parts (its top-level modules and subpackages, each one node)
-that exist today; a cycle found must lie within one of them. The lead empties this list once they are removed, and
-both cycle checks then say "no cycle at all"."""
-
 MAX_LINES = 450
-"""int: the most lines a module of the store layer may have (one job per module)."""
+"""int: the most lines a module of the package may have (one job per module)."""
 
 
 def module_name(path: Path) -> str:
@@ -287,23 +268,21 @@ def test_no_import_cycle_involves_the_store_layer():
     assert not [c for c in cycles(parts) if STORE in c]
 
 
-def test_no_import_cycle_between_modules_but_those_being_removed():
-    # Every cycle found must lie within a known one: a known cycle partly removed still passes, a new one (or one
-    # that grew) fails. Strict ("no cycle at all") once KNOWN_CYCLES is empty.
+def test_no_import_cycle_between_modules():
     graph = import_graph()
-    new = [c for c in cycles(graph) if not any(c <= known for known in KNOWN_CYCLES)]
-    assert not new, 'import cycles: ' + ' | '.join(_describe(c, graph) for c in new)
+    found = cycles(graph)
+    assert not found, 'import cycles: ' + ' | '.join(_describe(c, graph) for c in found)
 
 
-def test_no_import_cycle_between_parts_but_those_being_removed():
-    # The same between the package's parts (context/ -> evaluation.py -> rag.py -> context/ is a cycle of parts
-    # although no module imports itself back). Strict once KNOWN_PACKAGE_CYCLES is empty.
+def test_no_import_cycle_between_parts():
+    # The same between the package's parts (each top-level module and subpackage one node): context/ ->
+    # evaluation.py -> rag.py -> context/ was a cycle of parts although no module imported itself back.
     parts = package_graph(import_graph())
-    new = [c for c in cycles(parts) if not any(c <= known for known in KNOWN_PACKAGE_CYCLES)]
-    assert not new, 'import cycles between parts: ' + ' | '.join(_describe(c, parts) for c in new)
+    found = cycles(parts)
+    assert not found, 'import cycles between parts: ' + ' | '.join(_describe(c, parts) for c in found)
 
 
-def test_no_store_module_is_over_450_lines():
-    long = {name: n for name, path in modules().items() if _in(name, STORE)
-            and (n := len(path.read_text(encoding='utf-8').splitlines())) > MAX_LINES}
-    assert not long, f'store modules over {MAX_LINES} lines: {long}'
+def test_no_module_is_over_450_lines():
+    long = {name: n for name, path in modules().items()
+            if (n := len(path.read_text(encoding='utf-8').splitlines())) > MAX_LINES}
+    assert not long, f'modules over {MAX_LINES} lines (one job per module): {long}'

@@ -19,8 +19,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-REFUSAL_SENTENCE = 'The documents do not contain the answer.'
-"""str: the sentence the default prompt asks the model to reply with when the fragments do not contain the answer."""
+from rag_plugin.augment import REFUSAL_SENTENCE  # the prompt asks for it; the detector reads it
 
 _CITATION = re.compile(r'\[\d+(?:\s*[,;]\s*\d+)*\]')
 _FIRST_SENTENCE = re.compile(r'^.*?(?:[.!?;](?=\s|$)|\n|$)', re.S)

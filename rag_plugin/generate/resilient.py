@@ -15,19 +15,11 @@ from langchain_core.embeddings import Embeddings
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from rag_plugin.generate.extractive import ExtractiveAnswerer, Extraction, is_extractive
+from rag_plugin.settings import DEFAULT_BREAKER_COOL_DOWN, DEFAULT_BREAKER_FAILURES, DEFAULT_DEADLINE
 
 logger = logging.getLogger(__name__)
 
 TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
-
-DEFAULT_DEADLINE = 20.0
-"""float: seconds one question may spend on the LLM (rewrite, attempts and backoff included)."""
-
-DEFAULT_BREAKER_FAILURES = 3
-"""int: consecutive failed LLM calls that open the circuit breaker."""
-
-DEFAULT_BREAKER_COOL_DOWN = 30.0
-"""float: seconds the LLM is skipped once the breaker is open, before one call probes it again."""
 
 DEFAULT_DEGRADED_NOTE = ('(The language model is unavailable right now; '
                          'these are the most relevant passages from the documents.)')

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
 from rag_plugin.ingest.document import SkipFile
+from rag_plugin.settings import (DEFAULT_MAX_CHUNKS, DEFAULT_MAX_INFLATED_MB, DEFAULT_MAX_PAGES, DEFAULT_MAX_TEXT_MB,
+                                 DEFAULT_WORKER_MEMORY_MB, DEFAULT_WORKER_SECONDS)
 
 MB = 1024 * 1024
 
@@ -37,12 +39,12 @@ class ParseLimits:
         worker_seconds (float): time the worker process that parses an upload may take, start-up included; then
             it is killed
     """
-    max_pages: int = 2000
-    max_text_mb: float = 50.0
-    max_inflated_mb: float = 100.0
-    max_chunks: int = 2000
-    worker_memory_mb: float = 1024.0
-    worker_seconds: float = 60.0
+    max_pages: int = DEFAULT_MAX_PAGES
+    max_text_mb: float = DEFAULT_MAX_TEXT_MB
+    max_inflated_mb: float = DEFAULT_MAX_INFLATED_MB
+    max_chunks: int = DEFAULT_MAX_CHUNKS
+    worker_memory_mb: float = DEFAULT_WORKER_MEMORY_MB
+    worker_seconds: float = DEFAULT_WORKER_SECONDS
 
     def check_pages(self, pages: int) -> None:
         """Raises: SkipFile: more pages than :attr:`max_pages`."""
