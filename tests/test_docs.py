@@ -101,7 +101,7 @@ def test_the_readme_keeps_what_other_tests_run():
 
 def test_the_languages_section_is_short_and_points_to_the_measurements():
     section = _section(README.read_text(encoding='utf-8'), 'Languages and embedding models').strip()
-    assert len(section.splitlines()) <= 12, 'keep "Languages and embedding models" short: details in docs/embeddings.md'
+    assert len(section.splitlines()) <= 25, 'keep "Languages and embedding models" short: details in docs/embeddings.md'
     assert '(docs/embeddings.md)' in section
 
 
