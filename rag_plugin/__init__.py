@@ -39,6 +39,7 @@ _EXPORTS = {
     'SemanticCache': 'rag_plugin.cache',
     'DEFAULT_RELEVANCE_THRESHOLD': 'rag_plugin.guard',
     'DEFAULT_NOT_FOUND_ANSWER': 'rag_plugin.guard',
+    'RAGPluginError': 'rag_plugin.errors',
 }
 
 __all__ = sorted(_EXPORTS)

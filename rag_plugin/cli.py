@@ -14,10 +14,11 @@ import sys
 from collections import Counter
 from typing import Any, Callable, Optional
 
+from rag_plugin.errors import RAGPluginError
 from rag_plugin.extras import MissingExtra, require
 
 
-class UsageError(Exception):
+class UsageError(RAGPluginError):
     """A mistake the user can fix: printed as one ``error:`` line, exit code 2."""
 
 

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator, Optional
 
 from langchain_core.vectorstores import VectorStore
 
-from rag_plugin.errors import StoreDamaged
+from rag_plugin.errors import RAGPluginError, StoreDamaged
 from rag_plugin.store import ChromaStore, chroma_internals
 from rag_plugin.store.chroma import SQLITE_FILE
 
@@ -34,7 +34,7 @@ DEFAULT_LOCK_TIMEOUT = float(os.environ.get('RAG_PLUGIN_WRITE_LOCK_TIMEOUT', '30
 ``RAG_PLUGIN_WRITE_LOCK_TIMEOUT``)."""
 
 
-class StoreBusy(RuntimeError):
+class StoreBusy(RAGPluginError, RuntimeError):
     """Another ingestion is writing to the store and did not finish within the wait."""
 
 
