@@ -29,7 +29,7 @@ _EXPORTS = {
     'postgres_store': 'rag_plugin.store',
     'default_splitter': 'rag_plugin.defaults',
     'SentenceTransformerEmbeddings': 'rag_plugin.defaults',
-    'IngestReport': 'rag_plugin.ingest.pipeline',
+    'IngestReport': 'rag_plugin.ingest.report',
     'StandaloneBot': 'rag_plugin.standalone',
     'scope_filter': 'rag_plugin.retrieve',
     'ContextEngine': 'rag_plugin.context',

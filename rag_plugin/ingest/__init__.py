@@ -2,7 +2,8 @@
 from rag_plugin.ingest.fingerprint import SettingsChanged
 from rag_plugin.ingest.ledger import Ledger, chunk_ids
 from rag_plugin.ingest.loaders import SUPPORTED_EXTENSIONS, SkipFile, load_file
-from rag_plugin.ingest.pipeline import FileResult, IngestReport, Ingestor, ledger_for
+from rag_plugin.ingest.pipeline import Ingestor, ledger_for
+from rag_plugin.ingest.report import FileResult, IngestReport
 from rag_plugin.ingest.store import StoreBusy
 
 __all__ = ['Ingestor', 'IngestReport', 'FileResult', 'Ledger', 'ledger_for', 'load_file', 'SkipFile',

@@ -17,7 +17,7 @@ from rag_plugin.errors import RAGPluginError
 from rag_plugin.text.repair import REPAIR_VERSION
 
 EMBEDDING_TEXT_FORMAT = 1
-"""int: version of the chunk header embedded above each chunk (:func:`rag_plugin.ingest.pipeline.embedding_text`);
+"""int: version of the chunk header embedded above each chunk (:func:`rag_plugin.ingest.chunking.embedding_text`);
 bump it when that text changes, so stores re-embed their chunks."""
 
 PDF_EXTRACTION = f'pypdf plain, split words joined v{REPAIR_VERSION}'

@@ -75,7 +75,7 @@ class LexicalIndex:
         BM25 = _bm25s().BM25
 
         # ingest.pipeline imports the store package: imported here, when the first index is built
-        from rag_plugin.ingest.pipeline import embedding_text
+        from rag_plugin.ingest.chunking import embedding_text
         logging.getLogger('bm25s').setLevel(logging.WARNING)  # its import sets DEBUG: a line per index build
         ids, docs = self.store.chunks()
         # The file name, title and section head each chunk's terms, as in its embedding: "Northwind Standard" in a

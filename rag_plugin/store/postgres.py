@@ -616,7 +616,7 @@ class PostgresStore(VectorStore):
                metadatas: Sequence[dict]) -> None:
         """Write chunks with their own embeddings under their ids (replacing any with the same id), in one
         transaction that also updates the word counts and the version."""
-        from rag_plugin.ingest.pipeline import embedding_text
+        from rag_plugin.ingest.chunking import embedding_text
         from rag_plugin.text import tokens
         if not ids:
             return
