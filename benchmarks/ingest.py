@@ -173,9 +173,10 @@ def run_bbf(folder: Path, embeddings, reingest: bool = True) -> dict:
 
 def run_ours(folder: Path, embeddings) -> dict:
     """rag_plugin: ``rag_plugin.RAG.load_pdfs`` twice on a fresh store."""
-    import rag_plugin.ingest.pipeline as pipeline
+    import rag_plugin.ingest.run as ingest_run
     from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
     from rag_plugin.store.ledger import Ledger
+    from rag_plugin.text.chunks import embedding_text
     from rag_plugin.ingest.parsing import ParsePool
     from rag_plugin.ingest.pipeline import Ingestor
     out: dict[str, Any] = {}
@@ -185,8 +186,8 @@ def run_ours(folder: Path, embeddings) -> dict:
         ExtractiveLLM(bot)
         rag = RAG(bot, store, default_splitter(), 'extractive')
         reports: list = []
-        targets = [(Ingestor, '_read', 'read'), (pipeline, 'file_digest', 'hash'), (ParsePool, '_take', 'parse'),
-                   (Ingestor, 'chunk', 'split'), (Ingestor, 'ingest', 'ingest')]
+        targets = [(ingest_run, 'read_file', 'read'), (ingest_run, 'file_digest', 'hash'),
+                   (ParsePool, '_take', 'parse'), (Ingestor, 'chunk', 'split'), (Ingestor, 'ingest', 'ingest')]
         targets += [(Ledger, name, 'ledger') for name, member in vars(Ledger).items()  # every ledger query/update
                     if callable(member) and not name.startswith('_') and name != 'close']
         targets += _chroma_targets(embeddings)
@@ -199,7 +200,7 @@ def run_ours(folder: Path, embeddings) -> dict:
         records = rag.ingestor.ledger.all()
         out['files'] = sorted(r.source_id for r in records if r.status == 'ok')
         out['pages'] = _pdf_pages([Path(r.root) / r.source_id for r in records if r.status == 'ok'])
-        first = _store_stats(store, pipeline.embedding_text if rag.ingestor.contextual else None)
+        first = _store_stats(store, embedding_text if rag.ingestor.contextual else None)
         out['chunks'], out['texts'] = first['chunks'], first['texts']
         reports.clear()
         reprobe = Probe()

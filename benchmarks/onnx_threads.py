@@ -31,7 +31,8 @@ def chunk_texts(folder: Path, limit: int) -> list[str]:
     from rag_plugin import default_splitter
     from rag_plugin.store.ledger import Ledger
     from rag_plugin.ingest.loaders import file_digest, load_file
-    from rag_plugin.ingest.pipeline import Ingestor, embedding_text
+    from rag_plugin.text.chunks import embedding_text
+    from rag_plugin.ingest.pipeline import Ingestor
     ingestor = Ingestor(InMemoryVectorStore(FakeEmbeddings(size=4)), default_splitter(), Ledger())
     texts: list[str] = []
     for path in sorted(folder.iterdir()):

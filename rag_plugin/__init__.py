@@ -28,8 +28,8 @@ _EXPORTS = {
     'store_from_env': 'rag_plugin.defaults',
     'postgres_store': 'rag_plugin.defaults',
     'default_splitter': 'rag_plugin.defaults',
-    'SentenceTransformerEmbeddings': 'rag_plugin.defaults',
-    'IngestReport': 'rag_plugin.ingest.pipeline',
+    'SentenceTransformerEmbeddings': 'rag_plugin.embeddings.minilm',
+    'IngestReport': 'rag_plugin.ingest.report',
     'StandaloneBot': 'rag_plugin.standalone',
     'scope_filter': 'rag_plugin.retrieve',
     'ContextEngine': 'rag_plugin.context',
@@ -39,6 +39,7 @@ _EXPORTS = {
     'SemanticCache': 'rag_plugin.cache',
     'DEFAULT_RELEVANCE_THRESHOLD': 'rag_plugin.guard',
     'DEFAULT_NOT_FOUND_ANSWER': 'rag_plugin.settings',
+    'RAGPluginError': 'rag_plugin.errors',
 }
 
 __all__ = sorted(_EXPORTS)

@@ -14,8 +14,6 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 from langchain_text_splitters import RecursiveCharacterTextSplitter, TextSplitter
 
-from rag_plugin.embeddings.minilm import (DEFAULT_EMBEDDING_MODEL, VARIANTS,  # noqa: F401 - re-exported
-                                         SentenceTransformerEmbeddings)
 from rag_plugin.settings import (RAG_DATABASE_URL, RAG_EMBEDDING_BACKEND, RAG_EMBEDDING_MODEL, RAG_EMBEDDING_VARIANT,
                                  RAG_STORE, UNSET, resolve)
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from rag_plugin.errors import RAGPluginError
 
-class MissingExtra(ImportError):
+
+class MissingExtra(RAGPluginError, ImportError):
     """An optional part is not installed: the message says which extra installs it.
 
     Args:

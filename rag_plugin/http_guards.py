@@ -23,6 +23,8 @@ from typing import Any, Callable, Iterable, Optional
 from fastapi import HTTPException, Request
 from fastapi.routing import APIRoute
 
+from rag_plugin.errors import RAGPluginError
+
 MAX_JSON_DEPTH = 16
 """int: the deepest a request body's objects and arrays may nest (the API's bodies have 3 levels)."""
 
@@ -40,7 +42,7 @@ async def send_json(send: Any, status: int, payload: Any, headers: Iterable[tupl
 
 
 # ---- strict JSON ----------------------------------------------------------------------------------------------------
-class _NotAllowed(ValueError):
+class _NotAllowed(RAGPluginError, ValueError):
     """JSON that Python reads but the API refuses."""
 
 

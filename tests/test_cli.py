@@ -163,8 +163,8 @@ def test_ask_writes_the_default_trace_that_trace_shows_with_the_guard_reason(cor
 def test_ask_path_imports_neither_bbf_nor_torch(corpus_store_dir, embeddings, tmp_path):
     """The command line's RAG (a StandaloneBot, the extractive answerer, the cached ONNX graph) needs neither BBF
     (NLTK, scikit-learn, SciPy) nor torch: they made every call 10 s longer."""
-    code = ('import sys, argparse; from rag_plugin.cli import _build_rag; '
-            f'rag = _build_rag(argparse.Namespace(store={str(corpus_store_dir)!r}, trace_file={str(tmp_path / "t")!r}, '
+    code = ('import sys, argparse; from rag_plugin.cli.common import build_rag; '
+            f'rag = build_rag(argparse.Namespace(store={str(corpus_store_dir)!r}, trace_file={str(tmp_path / "t")!r}, '
             'k=4, threshold=None, model=None)); '
             'result = rag.run(message="What is the API rate limit?"); assert "600 requests" in result.answer; '
             'print(sorted(m for m in ("besser.bot.core.bot", "besser.bot.nlp.rag.rag", "torch", "nltk", "sklearn", '

@@ -291,7 +291,7 @@ def test_items_are_shown_without_pdf_page_footers(make_rag):
 
 def test_cli_synthesis_prints_summary_points_and_questions_once(make_rag, capsys):
     """retrieve --synthesis: what the synthesis says (summary, critical points, follow-ups) is printed once."""
-    from rag_plugin.cli import _print_context
+    from rag_plugin.cli.answer_commands import _print_context
     rag = make_rag()
     for question in ('What is the API rate limit?', ''):
         package = rag.context_plus_summary(question)

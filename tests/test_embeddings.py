@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from rag_plugin.defaults import SentenceTransformerEmbeddings
+from rag_plugin.embeddings.minilm import SentenceTransformerEmbeddings
 
 TEXTS = ['How do I reset my password?', 'Error E-4012 means the sync token expired.' * 5, 'Dental plan', '']
 

@@ -573,7 +573,7 @@ def test_an_ingestion_killed_mid_way_is_repaired_exactly_by_the_next_one(tmp_pat
 KILL_WHILE_PARSING_SCRIPT = CHILD_START + textwrap.dedent('''
     from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
     import rag_plugin.ingest.parsing as parsing
-    import rag_plugin.ingest.pipeline as pipeline
+    import rag_plugin.ingest.run as ingest_run
     import ingest_fixtures
     parsing.POOL_MIN_BYTES = 0  # parse these small files in workers all the same
     bot = StandaloneBot()
@@ -581,7 +581,7 @@ KILL_WHILE_PARSING_SCRIPT = CHILD_START + textwrap.dedent('''
     rag = RAG(bot, default_vector_store(store_dir), default_splitter(), 'extractive')
     rag.ingestor.parse_workers = 2
     ingest_then_wait(rag)
-    pipeline.load_file = ingest_fixtures.slow_load_file  # a file named *slow* never finishes parsing
+    ingest_run.load_file = ingest_fixtures.slow_load_file  # a file named *slow* never finishes parsing
     original = rag.ingestor.write_batch
     def write_batch(chunks):
         result = original(chunks)
@@ -780,7 +780,7 @@ def test_chunks_are_embedded_with_their_title_and_section_and_stored_as_written(
     import numpy as np
     from langchain_core.documents import Document
 
-    from rag_plugin.ingest.pipeline import embedding_text
+    from rag_plugin.text.chunks import embedding_text
     docs = tmp_path / 'docs'
     fx.make_text(docs / 'Travel_Policy.md', '# Travel policy\n\n## Per diem\n\nMeals are paid up to 60 euros a day.\n')
     rag = new_rag()
@@ -819,7 +819,7 @@ def test_identical_chunk_texts_are_embedded_once_per_run_and_share_their_vector(
     import numpy as np
     from langchain_core.documents import Document
 
-    from rag_plugin.ingest.pipeline import embedding_text
+    from rag_plugin.text.chunks import embedding_text
     docs = tmp_path / 'docs'
     notice = 'Confidential: for internal use only. Do not forward this document outside the company. ' * 8
     body = '\n\n'.join(f'{notice}\n\n{fx.long_text(f"part {i}", 1, seed=i)}' for i in range(3))
@@ -854,7 +854,7 @@ def test_identical_chunk_texts_are_embedded_once_per_run_and_share_their_vector(
 def test_embedding_header_names_the_file_and_a_real_title_only():
     from langchain_core.documents import Document
 
-    from rag_plugin.ingest.pipeline import embedding_text
+    from rag_plugin.text.chunks import embedding_text
 
     def header(**metadata):
         return embedding_text(Document(page_content='Net sales rose.', metadata=metadata)).split('\n')[:-1]

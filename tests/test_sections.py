@@ -5,7 +5,7 @@ from pathlib import Path
 from conftest import PDFS
 
 from rag_plugin.channels.webchat_ui import render
-from rag_plugin.ingest.pipeline import chunk_section, main_section, section_spans
+from rag_plugin.ingest.chunking import chunk_section, main_section, section_spans
 from rag_plugin.section_spans import encode_spans, parse_spans, section_at
 
 

@@ -18,12 +18,14 @@ from typing import Any, Optional
 
 import numpy as np
 
+from rag_plugin.errors import RAGPluginError
+
 logger = logging.getLogger(__name__)
 
 __all__ = ['EntryList', 'CacheEntry', 'CacheBackend', 'InProcessBackend', 'RedisBackend', 'CacheUnavailable']
 
 
-class CacheUnavailable(Exception):
+class CacheUnavailable(RAGPluginError):
     """The backend cannot be reached (the cache then answers as if it were empty)."""
 
 

@@ -43,7 +43,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
-from rag_plugin.cache.names import CorpusNames, corpus_names
+from rag_plugin.cache.names import CorpusNames
 from rag_plugin.cache.words import (_CODE, _CONTRACTION_STEMS, _MAX_JOIN, _NUMBER, _QUARTER, CONTRAST, FRAME, NEGATIONS,
                                     ORDINALS, SYNONYMS, _key, _number)
 from rag_plugin.text import STOP_WORDS, WORD, fold, normalise

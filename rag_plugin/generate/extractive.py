@@ -7,15 +7,17 @@ the section of the heading that matches it best and that of its best sentence. A
 with the sentence that introduces it ("... these steps:"), or with an item of it when it is in a section the question
 is about; no item of another section's list goes beside the best sentence. A question that names a section ("What
 about supported platforms?") is answered with that section's opening sentences.
+
+:mod:`rag_plugin.generate.fragments` reads the fragments (sentences, headings, words, vectors; cached) and
+:mod:`rag_plugin.generate.selection` chooses among the scored sentences; this module scores them and writes the
+answer.
 """
 from __future__ import annotations
 
 import math
 import re
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple, Optional
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
@@ -24,128 +26,14 @@ from langchain_core.embeddings import Embeddings
 
 from rag_plugin.augment import FRAGMENT_CLOSE, FRAGMENT_OPEN
 from rag_plugin.embeddings.calibration import calibration_of
+from rag_plugin.generate import selection
+from rag_plugin.generate.fragments import Fragment, FragmentCache, Sentence
 from rag_plugin.section_spans import section_at
-from rag_plugin.text import WORD, found, split_sentences, tokens  # noqa: F401 - re-exported for older imports
+from rag_plugin.text import tokens
 
 if TYPE_CHECKING:
     from besser.bot.core.bot import Bot
     from besser.bot.core.session import Session
-
-
-class _Piece(NamedTuple):
-    """A sentence, list item or heading of a fragment, with the heading of the section it is in."""
-    text: str
-    position: int      # order within the fragment (-1: the heading in force where the fragment starts)
-    kind: str          # sentence, item or heading
-    section: Optional[str]
-
-
-@dataclass
-class _Sentence:
-    text: str
-    fragment: int      # 1-based fragment number
-    position: int      # order within the fragment
-    is_list_item: bool
-    section: Optional[str] = None  # the heading it is under
-    is_heading: bool = False       # scored to tell what the question is about, never an answer
-    score: float = 0.0
-    support: float = 0.0
-
-
-@dataclass
-class _Fragment:
-    """What the answerer reads from one fragment, computed once per fragment text: its answer sentences and headings
-    as :class:`_Piece`, their content words, and ``(embedding model, vectors)`` once embedded."""
-    sentences: list[_Piece]
-    bags: list[frozenset]
-    vectors: Optional[tuple[Embeddings, np.ndarray]] = None
-
-
-class FragmentCache:
-    """The sentences, words and sentence vectors of recently answered-from fragments, least recently used dropped
-    first, so each fragment is split, tokenised and embedded once instead of on every question. Thread-safe.
-
-    A text's vector does not depend on what it is embedded with (all-MiniLM-L6-v2 on ONNX Runtime and PyTorch give
-    the same bits alone or in a batch), so answers are the same as without the cache.
-
-    Args:
-        max_fragments (int): fragments kept (about 15 KB each with all-MiniLM-L6-v2 vectors)
-
-    Attributes:
-        max_fragments (int): fragments kept
-    """
-
-    def __init__(self, max_fragments: int = 2048):
-        self.max_fragments: int = max_fragments
-        self._items: 'OrderedDict[tuple[Optional[str], str], _Fragment]' = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def get(self, text: str, section: Optional[str] = None) -> _Fragment:
-        """The fragment's sentences, headings and words (split and tokenised now if it is not cached).
-
-        Args:
-            text (str): the fragment's text
-            section (str): the heading of the section the fragment starts in, when known (its chunk's metadata)
-        """
-        key = (section, text)
-        with self._lock:
-            fragment = self._items.get(key)
-            if fragment is not None:
-                self._items.move_to_end(key)
-                return fragment
-        fragment = _read_fragment(text, section)
-        with self._lock:
-            self._items[key] = fragment
-            self._items.move_to_end(key)
-            while len(self._items) > self.max_fragments:
-                self._items.popitem(last=False)
-        return fragment
-
-    @staticmethod
-    def vectors(question: str, fragments: list[_Fragment], embeddings: Embeddings) -> tuple[np.ndarray, np.ndarray]:
-        """The question's vector (a query: retrieval has usually just embedded it, see
-        :class:`~rag_plugin.embeddings.memo.RecentQueries`) and the vectors of every sentence and heading of the
-        fragments (one row each, in order); those of fragments this model has not embedded yet are embedded in one
-        call."""
-        known = [f.vectors[1] if f.vectors is not None and f.vectors[0] is embeddings else None for f in fragments]
-        missing = [i for i, vectors in enumerate(known) if vectors is None and fragments[i].sentences]
-        question_vector = embeddings.embed_query(question)
-        embedded = embeddings.embed_documents([piece.text for i in missing for piece in fragments[i].sentences]) \
-            if missing else []
-        start = 0
-        for i in missing:
-            end = start + len(fragments[i].sentences)
-            known[i] = np.asarray(embedded[start:end], dtype=np.float32)
-            fragments[i].vectors = (embeddings, known[i])
-            start = end
-        rows = [vectors for vectors in known if vectors is not None and len(vectors)]
-        return np.asarray(question_vector, dtype=np.float64), np.concatenate(rows).astype(np.float64)
-
-
-def _read_fragment(text: str, section: Optional[str] = None) -> _Fragment:
-    """Split a fragment into its headings and the sentences that can answer (no sentence cut by the chunk's edges, at
-    least three words), each with the heading it is under, and their content words.
-
-    Args:
-        text (str): the fragment's text
-        section (str): the heading in force where the fragment starts (kept as a heading at position -1 unless the
-            fragment's text has it)
-    """
-    pieces = split_sentences(text)
-    kept = [] if not section or (section, 'heading') in pieces else [_Piece(section, -1, 'heading', section)]
-    for position, (piece, kind) in enumerate(pieces):
-        if kind == 'heading':
-            section = piece
-            kept.append(_Piece(piece, position, kind, section))
-            continue
-        cut_at_end = position == len(pieces) - 1 and kind == 'sentence' and piece[-1:] not in '.!?:'
-        cut_at_start = position == 0 and piece[:1].islower()  # chunk overlap cut the sentence
-        if not cut_at_end and not cut_at_start and len(WORD.findall(piece)) >= 3:
-            kept.append(_Piece(piece, position, kind, section))
-    return _Fragment(kept, [frozenset(tokens(piece.text)) for piece in kept])
 
 
 def is_extractive(llm) -> bool:
@@ -246,15 +134,15 @@ class ExtractiveAnswerer:
         self.section_sentences: int = section_sentences
         self.cache: FragmentCache = cache if cache is not None else FragmentCache()
 
-    def _read(self, docs: list[Document]) -> tuple[list[_Fragment], list[_Sentence], list[frozenset]]:
+    def _read(self, docs: list[Document]) -> tuple[list[Fragment], list[Sentence], list[frozenset]]:
         """The fragments (from the cache), their sentences and headings numbered by fragment, and the words of
         each."""
         fragments = [self.cache.get(doc.page_content, section_at(doc.metadata or {}, 0)) for doc in docs]
-        pieces = [_Sentence(p.text, n, p.position, p.kind == 'item', p.section, p.kind == 'heading')
+        pieces = [Sentence(p.text, n, p.position, p.kind == 'item', p.section, p.kind == 'heading')
                   for n, fragment in enumerate(fragments, start=1) for p in fragment.sentences]
         return fragments, pieces, [bag for fragment in fragments for bag in fragment.bags]
 
-    def _score(self, question: str, query: str, fragments: list[_Fragment], sentences: list[_Sentence],
+    def _score(self, question: str, query: str, fragments: list[Fragment], sentences: list[Sentence],
                bags: list[frozenset], embeddings: Optional[Embeddings],
                synonyms: Optional[dict[str, str]] = None) -> None:
         own = set(tokens(question))
@@ -304,16 +192,17 @@ class ExtractiveAnswerer:
         least = self.least_support(embeddings)
         if top.support < least:
             return Extraction('', top.support, top.text)
-        subject = self._subject(pieces, least)
-        about = self._about(subject, ranked, least)
-        names = subject is not None and subject.support > top.support and _covers(subject.text, question)
-        chosen = self._section(subject, sentences) if names else []
+        subject = selection.subject(pieces, least)
+        about = selection.about(subject, ranked, least)
+        names = subject is not None and subject.support > top.support and selection.covers(subject.text, question)
+        chosen = selection.section_opening(subject, sentences, self.section_sentences) if names else []
         first = subject.fragment if chosen else None  # a section is read from where it starts
-        chosen = self._with_lists(chosen or self._best(ranked, about), sentences, about)
+        chosen = selection.with_lists(chosen or selection.best(ranked, about, self.max_sentences, self.relative_cutoff),
+                                      sentences, about, self.max_list_items)
         chosen.sort(key=lambda s: (s.fragment != first, s.fragment, s.position))
         out = ''
-        previous: Optional[_Sentence] = None
-        for sentence in _once(chosen):
+        previous: Optional[Sentence] = None
+        for sentence in selection.once(chosen):
             text = sentence.text.rstrip()
             cite = f' [{sentence.fragment}]'
             text = text[:-1] + cite + text[-1] if text[-1:] in '.!?:' else text + cite
@@ -357,7 +246,7 @@ class ExtractiveAnswerer:
         if not sentences:
             return []
         self._score(question, query or question, fragments, pieces, bags, embeddings, synonyms)
-        best: dict[int, _Sentence] = {}
+        best: dict[int, Sentence] = {}
         for sentence in sorted(sentences, key=lambda s: -s.score):
             best.setdefault(sentence.fragment, sentence)
         ranked = sorted(best.values(), key=lambda s: -s.score)[:most]
@@ -386,154 +275,6 @@ class ExtractiveAnswerer:
         if self.min_support is not None:
             return self.min_support
         return calibration_of(embeddings).min_support if embeddings is not None else DEFAULT_MIN_SUPPORT
-
-    def _subject(self, pieces: list[_Sentence], least: float) -> Optional[_Sentence]:
-        """The heading that supports the question best, where its section starts when a fragment shows that (else
-        in the best-ranked fragment); None without a heading that supports it at least ``min_support``."""
-        headings = [piece for piece in pieces if piece.is_heading]
-        best = max(headings, key=lambda h: h.support, default=None)
-        if best is None or best.support < least:
-            return None
-        return min((h for h in headings if _squash(h.text) == _squash(best.text)),
-                   key=lambda h: (h.position < 0, h.fragment))
-
-    def _about(self, subject: Optional[_Sentence], ranked: list[_Sentence], least: float) -> Optional[set[str]]:
-        """The sections the question is about: that of the heading that supports it best and that of the best
-        sentence that is not a list item (a list item is judged by its list's section); None (any section) when
-        neither supports the question at least ``min_support``."""
-        prose = next((s for s in ranked if not s.is_list_item and s.support >= least), None)
-        sections = ({_squash(subject.text)} if subject is not None else set()) | \
-            ({_squash(prose.section or '')} if prose is not None else set())
-        return sections or None
-
-    def _best(self, ranked: list[_Sentence], about: Optional[set[str]]) -> list[_Sentence]:
-        """The best sentence and those that score close to it, up to ``max_sentences``, none inside another; after
-        the best one, no item of a list in a section the question is not ``about`` (a tip among "sync performance
-        tips" does not go with the size limit of attachments)."""
-        chosen = [ranked[0]]
-        for sentence in ranked[1:]:
-            if len(chosen) >= self.max_sentences or sentence.score < self.relative_cutoff * ranked[0].score:
-                break
-            if sentence.is_list_item and not _in_sections(sentence, about):
-                continue
-            if not any(sentence.text in c.text or c.text in sentence.text for c in chosen):
-                chosen.append(sentence)
-        return chosen
-
-    def _section(self, heading: _Sentence, sentences: list[_Sentence]) -> list[_Sentence]:
-        """The opening of the section a question names: its sentences after its heading, then those of fragments
-        that go on with it, in order, up to ``section_sentences`` (a list counts as one: its first item)."""
-        own = [s for s in sentences if _in_sections(s, {_squash(heading.text)})
-               and (s.fragment != heading.fragment or s.position > heading.position)]
-        own.sort(key=lambda s: (s.fragment != heading.fragment, s.fragment, s.position))  # the section's order
-        chosen: list[_Sentence] = []
-        previous: Optional[_Sentence] = None
-        for sentence in own:
-            if len(chosen) >= self.section_sentences:
-                break
-            in_list = previous is not None and previous.is_list_item and (previous.fragment, previous.position + 1) \
-                == (sentence.fragment, sentence.position)
-            if not (sentence.is_list_item and in_list) and all(sentence.text != c.text for c in chosen):
-                chosen.append(sentence)
-            previous = sentence
-        return chosen
-
-    def _with_lists(self, chosen: list[_Sentence], sentences: list[_Sentence],
-                    about: Optional[set[str]] = None) -> list[_Sentence]:
-        """Add the list that a chosen sentence introduces ("... these steps:") or belongs to, whole and in order;
-        one that it only belongs to (an item, or the paragraph before "... these steps:") when the list is in a
-        section the question is ``about`` (None: any). A list cut by the end of its fragment goes on in the
-        fragment that continues it (the chunk overlap repeats its last item, or the next fragment starts with the
-        next number)."""
-        result = list(chosen)
-        keys = {(s.fragment, s.position) for s in chosen}
-        by_fragment: dict[int, dict[int, _Sentence]] = {}
-        for s in sentences:
-            by_fragment.setdefault(s.fragment, {})[s.position] = s
-
-        def add(sentence: _Sentence) -> None:
-            if (sentence.fragment, sentence.position) not in keys and sentence.text not in texts:
-                keys.add((sentence.fragment, sentence.position))
-                texts.add(sentence.text)
-                result.append(sentence)
-
-        texts = {s.text for s in chosen}
-        for anchor in chosen:
-            same = by_fragment[anchor.fragment]
-            follower = same.get(anchor.position + 1)
-            related = _in_sections(anchor, about)
-            if related and not anchor.is_list_item and follower is not None and follower.text.rstrip().endswith(':'):
-                add(follower)
-                anchor = follower
-            if anchor.is_list_item and related:
-                start = anchor.position
-                while start - 1 in same and same[start - 1].is_list_item:
-                    start -= 1
-            elif not anchor.is_list_item and anchor.text.rstrip().endswith(':'):  # it introduces the list
-                start = anchor.position + 1
-            else:
-                continue
-            items = self._list_from(same, start)
-            if items and items[-1].position == max(same):  # the list runs to the end of its fragment
-                items += self._continuation(items[-1], by_fragment, len(items))
-            for item in items:
-                add(item)
-        return result
-
-    def _list_from(self, same: dict[int, _Sentence], start: int, limit: Optional[int] = None) -> list[_Sentence]:
-        items, position = [], start
-        while position in same and same[position].is_list_item and len(items) < (limit or self.max_list_items):
-            items.append(same[position])
-            position += 1
-        return items
-
-    def _continuation(self, last: _Sentence, by_fragment: dict[int, dict[int, _Sentence]],
-                      taken: int) -> list[_Sentence]:
-        number = _item_number(last.text)
-        for fragment, same in by_fragment.items():
-            first = same.get(min(same))
-            if fragment == last.fragment or first is None or not first.is_list_item or min(same) != 0:
-                continue
-            if first.text == last.text:  # the overlap repeats the last item
-                return self._list_from(same, 1, self.max_list_items - taken)
-            if first.text.startswith(last.text):  # ... which the end of its fragment cut (:func:`_once` drops it)
-                return self._list_from(same, 0, self.max_list_items - taken)
-            if number is not None and _item_number(first.text) == number + 1:
-                return self._list_from(same, 0, self.max_list_items - taken)
-        return []
-
-
-def _in_sections(sentence: _Sentence, sections: Optional[set[str]]) -> bool:
-    """Whether a sentence is in one of these sections (squashed headings; any section when None)."""
-    return sections is None or _squash(sentence.section or '') in sections
-
-
-def _covers(heading: str, question: str) -> bool:
-    """Whether a heading holds every content word of a question (as written, in another form or misspelt): the
-    question names the section ("What about supported platforms?", "webhook retry policy?")."""
-    words = set(tokens(heading))
-    asked = tokens(question)
-    return bool(asked) and all(found(term, words) for term in asked)
-
-
-def _squash(text: str) -> str:
-    return ' '.join(text.split()).casefold()
-
-
-def _once(sentences: list[_Sentence]) -> list[_Sentence]:
-    """The sentences without repeats: a sentence that another one holds (the same text in two overlapping
-    fragments, or cut short by the end of one) is left out; the order is kept."""
-    kept: list[_Sentence] = []
-    for sentence in sorted(sentences, key=lambda s: -len(s.text)):
-        text = _squash(sentence.text).rstrip(' ,;:')
-        if not any(text in _squash(k.text) for k in kept):
-            kept.append(sentence)
-    return [s for s in sentences if any(s is k for k in kept)]
-
-
-def _item_number(text: str) -> Optional[int]:
-    match = re.match(r'\s*(\d+)[.)]\s', text)
-    return int(match.group(1)) if match else None
 
 
 class ExtractiveLLM:

@@ -14,6 +14,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
+from rag_plugin.errors import RAGPluginError
 from rag_plugin.generate.extractive import ExtractiveAnswerer, Extraction, is_extractive
 from rag_plugin.settings import DEFAULT_BREAKER_COOL_DOWN, DEFAULT_BREAKER_FAILURES, DEFAULT_DEADLINE
 
@@ -26,11 +27,11 @@ DEFAULT_DEGRADED_NOTE = ('(The language model is unavailable right now; '
 """str: put before a fallback answer so the user knows it is extracted, not generated."""
 
 
-class LLMTimeout(TimeoutError):
+class LLMTimeout(RAGPluginError, TimeoutError):
     """The LLM call did not return within the timeout."""
 
 
-class LLMSkipped(RuntimeError):
+class LLMSkipped(RAGPluginError, RuntimeError):
     """The LLM was not called: its circuit breaker is open."""
 
 

@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING
 
 from langchain_core.documents import Document
 
+from rag_plugin.errors import RAGPluginError
+
 if TYPE_CHECKING:
     from langchain_text_splitters import TextSplitter
 
 
-class SkipFile(Exception):
+class SkipFile(RAGPluginError):
     """A file that cannot be ingested; the message is the reason shown to the user."""
 
 

@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 from langchain_text_splitters import TextSplitter
 
+from rag_plugin.errors import RAGPluginError
 from rag_plugin.text.repair import REPAIR_VERSION
 
 EMBEDDING_TEXT_FORMAT = 1
@@ -27,7 +28,7 @@ CHUNKING_KEY = 'chunking'
 EMBEDDING_KEY = 'embedding'
 
 
-class SettingsChanged(ValueError):
+class SettingsChanged(RAGPluginError, ValueError):
     """The store was embedded with another model or variant than the one given now."""
 
 

@@ -14,12 +14,14 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional
 
+from rag_plugin.errors import RAGPluginError
+
 DEFAULT_LOCK_TIMEOUT = float(os.environ.get('RAG_PLUGIN_WRITE_LOCK_TIMEOUT', '300'))
 """float: seconds a writer waits for another one to finish before :class:`StoreBusy` (env
 ``RAG_PLUGIN_WRITE_LOCK_TIMEOUT``)."""
 
 
-class StoreBusy(RuntimeError):
+class StoreBusy(RAGPluginError, RuntimeError):
     """Another ingestion is writing to the store and did not finish within the wait."""
 
 
