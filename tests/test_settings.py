@@ -145,7 +145,7 @@ def test_store_embeddings_and_llm_helpers_read_the_bot(bbf_bot, embeddings, tmp_
 
 def test_the_demo_config_shows_every_setting_at_its_default():
     """bots/config.ini has the [rag] section with every setting commented at its default (the demo's history: 6)."""
-    from rag_plugin.settings import SETTINGS
+    from rag_plugin.settings import SETTINGS, config_section
     for name in ('config.ini', 'telegram_config.ini'):
         text = (ROOT / 'bots' / name).read_text()
         lines = text.splitlines()
@@ -161,3 +161,7 @@ def test_the_demo_config_shows_every_setting_at_its_default():
         config.read_string(text)
         demo = {'rag.answer_cache': 'memory'} if name == 'config.ini' else {}
         assert dict(config['rag']) == {'rag.num_previous_messages': '6', **demo}
+        # the whole section is what the settings table generates (descriptions included)
+        values = {'num_previous_messages': 6, **({'answer_cache': 'memory'} if demo else {})}
+        section = text[text.index('[rag]'):].split('\n[', 1)[0].strip()
+        assert section == config_section(values).strip(), f'{name}: regenerate its [rag] section with config_section'
