@@ -23,7 +23,8 @@ import pytest  # noqa: E402
 from langchain_core.language_models.fake_chat_models import FakeListChatModel  # noqa: E402
 from langchain_core.messages import BaseMessage  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import ROOT, build_rag  # noqa: E402,F401
+
 PDFS = ROOT / 'data' / 'pdfs'
 
 
@@ -76,11 +77,9 @@ def embeddings():
 @pytest.fixture(scope='session')
 def corpus_store_dir(tmp_path_factory, embeddings) -> Path:
     """A persisted store holding data/pdfs, ingested once per test session (read-only for tests)."""
-    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
+    from rag_plugin import default_vector_store
     folder = tmp_path_factory.mktemp('corpus') / 'store'
-    bot = StandaloneBot()
-    ExtractiveLLM(bot)
-    rag = RAG(bot, default_vector_store(str(folder), embeddings), default_splitter(), 'extractive')
+    rag = build_rag(default_vector_store(str(folder), embeddings))
     report = rag.load_pdfs(str(PDFS))
     assert report > 0
     return folder
@@ -97,16 +96,10 @@ def corpus_store(corpus_store_dir, tmp_path, embeddings):
 
 @pytest.fixture
 def make_rag(corpus_store):
-    """Build a RAG on a private corpus copy; ``llm`` is a chat model (wrapped) or None for extractive."""
-    from rag_plugin import RAG, ChatModelLLM, ExtractiveLLM, StandaloneBot, default_splitter
-
+    """Build a RAG on a private corpus copy; ``chat_model`` is a LangChain chat model (wrapped) or None for
+    extractive (see ``helpers.build_rag``)."""
     def factory(chat_model=None, bot=None, **kwargs):
-        bot = bot or StandaloneBot()
-        if chat_model is None:
-            llm = ExtractiveLLM(bot)
-        else:
-            llm = ChatModelLLM(bot, 'test-llm', chat_model)
-        return RAG(bot, corpus_store, default_splitter(), llm.name, **kwargs)
+        return build_rag(corpus_store, chat_model, bot, **kwargs)
     return factory
 
 

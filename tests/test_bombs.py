@@ -11,7 +11,6 @@ import base64
 import gc
 import os
 import re
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -21,9 +20,8 @@ from typing import Iterator
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import ingest_fixtures as fx  # noqa: E402
+import ingest_fixtures as fx
+from helpers import build_rag
 
 MB = 1024 * 1024
 RSS_BUDGET_MB = 100
@@ -38,13 +36,10 @@ def bomb_embeddings():
 @pytest.fixture
 def new_rag(tmp_path, bomb_embeddings):
     """A RAG on a persisted Chroma store in ``tmp_path / 'store'``."""
-    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
+    from rag_plugin import default_vector_store
 
     def factory():
-        bot = StandaloneBot()
-        ExtractiveLLM(bot)
-        store = default_vector_store(str(tmp_path / 'store'), bomb_embeddings)
-        return RAG(bot, store, default_splitter(), 'extractive')
+        return build_rag(default_vector_store(str(tmp_path / 'store'), bomb_embeddings))
     return factory
 
 

@@ -2,7 +2,6 @@
 and corpus version, TTL, the shared Redis backend across RAG instances and processes, and a Redis outage."""
 import json
 import logging
-import os
 import shutil
 import socket
 import subprocess
@@ -16,6 +15,7 @@ import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
 from conftest import BotClient, RecordingChatModel, free_port, running_bot, simple_rag_states
+from helpers import subprocess_env
 
 ROOT = Path(__file__).resolve().parent.parent
 REDIS_URL = 'redis://127.0.0.1:6379/0'
@@ -407,8 +407,7 @@ def test_reingesting_a_changed_file_in_another_process_invalidates_the_shared_ca
     folder.mkdir()
     (folder / 'widgets.md').write_text('# Widgets\n\nEach board can hold at most 5 widgets. Widgets can be renamed '
                                        'from the board menu.\n', encoding='utf-8')
-    env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'USE_TF': '0', 'ANONYMIZED_TELEMETRY': 'False',
-           'PYTHONPATH': str(ROOT)}
+    env = subprocess_env()
     question = 'How many widgets can a board hold?'
 
     def process(action, ask=question):
@@ -517,7 +516,7 @@ def test_cli_ask_uses_the_shared_cache_and_cache_stats_and_clear_report_it(corpu
     url = 'redis://127.0.0.1:6379/13'  # a database of its own
     store = tmp_path / 'store'
     shutil.copytree(corpus_store_dir, store)
-    env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'USE_TF': '0', 'RAG_PLUGIN_ANSWER_CACHE': url}
+    env = subprocess_env(RAG_PLUGIN_ANSWER_CACHE=url)
 
     def cli(*args):
         out = subprocess.run([sys.executable, '-m', 'rag_plugin', *args], cwd=ROOT, env=env, capture_output=True,

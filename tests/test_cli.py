@@ -1,6 +1,5 @@
 """python -m rag_plugin ingest / ask / stats / trace / --help on the default models."""
 import json
-import os
 import re
 import subprocess
 import sys
@@ -9,10 +8,11 @@ import time
 import httpx
 import pytest
 from conftest import PDFS, ROOT, free_port
+from helpers import subprocess_env
 
 
 def cli(*args, timeout=300):
-    env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'USE_TF': '0'}
+    env = subprocess_env()
     return subprocess.run([sys.executable, '-m', 'rag_plugin', *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
@@ -169,7 +169,7 @@ def test_ask_path_imports_neither_bbf_nor_torch(corpus_store_dir, embeddings, tm
             'result = rag.run(message="What is the API rate limit?"); assert "600 requests" in result.answer; '
             'print(sorted(m for m in ("besser.bot.core.bot", "besser.bot.nlp.rag.rag", "torch", "nltk", "sklearn", '
             '"sentence_transformers", "tensorflow") if m in sys.modules))')
-    env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'USE_TF': '0'}
+    env = subprocess_env()
     result = subprocess.run([sys.executable, '-c', code], cwd=ROOT, env=env, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr
@@ -261,7 +261,7 @@ def test_serve_no_auth_answers_this_machine_only(corpus_store_dir, monkeypatch):
     """`serve --no-auth` binds 127.0.0.1 and answers requests for localhost names and --allowed-host only."""
     monkeypatch.delenv('RAG_PLUGIN_API_KEY', raising=False)
     port = free_port()
-    env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'USE_TF': '0'}
+    env = subprocess_env()
     server = subprocess.Popen([sys.executable, '-m', 'rag_plugin', 'serve', '--store', str(corpus_store_dir),
                                '--port', str(port), '--no-auth', '--allowed-host', 'rag.internal'],
                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

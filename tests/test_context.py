@@ -2,13 +2,13 @@
 intents and boosts (measured against the plain hybrid retriever), scope by source, prefix and tags, generated
 summaries with a fallback, and the retrieve / answer commands."""
 import json
-import os
 import re
 import subprocess
 import sys
 
 import pytest
 from conftest import PDFS, ROOT, repeated_sentences
+from helpers import subprocess_env
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
 PACKAGE_KEYS = {'mode', 'intent', 'summary', 'topics', 'criticalPoints', 'items', 'followUpRefs', 'scope'}
@@ -256,7 +256,7 @@ def test_a_failing_llm_falls_back_to_the_extractive_summary(make_rag):
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'USE_TF': '0'}
+    env = subprocess_env()
     return subprocess.run([sys.executable, '-m', 'rag_plugin', *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=300)
 

@@ -2,7 +2,6 @@
 that follow the model (its calibration)."""
 import hashlib
 import logging
-import os
 import subprocess
 import sys
 
@@ -10,21 +9,14 @@ import numpy as np
 import pytest
 
 from conftest import PDFS, ROOT
+from helpers import build_rag, subprocess_env
 
 TRASH = 'How long do deleted notes stay in the trash?'
 
 
 def _cli(*args, env=None):
-    env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'USE_TF': '0', **(env or {})}
-    return subprocess.run([sys.executable, '-m', 'rag_plugin', *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=600)
-
-
-def _rag(store, llm='extractive', **kwargs):
-    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter
-    bot = StandaloneBot()
-    ExtractiveLLM(bot)
-    return RAG(bot, store, default_splitter(), llm, **kwargs)
+    return subprocess.run([sys.executable, '-m', 'rag_plugin', *args], cwd=ROOT, env=subprocess_env(**(env or {})),
+                          capture_output=True, text=True, timeout=600)
 
 
 def _unit(vectors):
@@ -96,7 +88,7 @@ def test_openai_embeddings_run_the_real_client_against_a_compatible_server(tmp_p
         monkeypatch.setenv('RAG_PLUGIN_EMBEDDING_MODEL', 'openai:text-embedding-3-small')
         openai = default_embeddings()
         assert type(openai).__name__ == 'OpenAIEmbeddings' and openai.model == 'text-embedding-3-small'
-        rag = _rag(default_vector_store(str(tmp_path / 'store'), openai))
+        rag = build_rag(default_vector_store(str(tmp_path / 'store'), openai))
         rag.ingest(str(PDFS / 'getting_started.pdf'), progress=False)
         answer = rag.run(message=TRASH)
         sent = [r['json'] for r in server.requests if r['path'].endswith('/embeddings')]
@@ -129,13 +121,13 @@ def test_the_thresholds_follow_the_model_and_the_settings_win(tmp_path, embeddin
     from rag_plugin.embeddings.select import embeddings_for
     from rag_plugin.embeddings.calibration import E5, MINILM
     e5_store = default_vector_store(str(tmp_path / 'e5'), embeddings_for('e5-multilingual'))
-    rag = _rag(e5_store)
+    rag = build_rag(e5_store)
     rag.ingest(str(PDFS / 'getting_started.pdf'), progress=False)
     assert rag.calibration == E5 and rag.guard.threshold == E5.relevance_threshold != MINILM.relevance_threshold
     assert rag.guard.vocabulary_languages == ('en',)  # judging es/ca words at e5's word threshold was measured worse
     assert rag.run(message=TRASH).outcome == 'answer'
     assert rag.run(message='What is the boiling point of mercury on Venus?').outcome == 'not_found'
-    minilm = _rag(default_vector_store(str(tmp_path / 'minilm'), embeddings), relevance_threshold=0.33)
+    minilm = build_rag(default_vector_store(str(tmp_path / 'minilm'), embeddings), relevance_threshold=0.33)
     assert minilm.calibration.relevance_threshold == minilm.guard.threshold == 0.33  # the argument wins
     assert minilm.calibration.min_support == MINILM.min_support
 
@@ -163,10 +155,10 @@ def test_an_uncalibrated_model_gets_a_warning_and_cautious_thresholds_from_its_o
     from rag_plugin import default_vector_store
     from rag_plugin.embeddings.calibration import MINILM
     model = Shifted(embeddings)
-    rag = _rag(default_vector_store(str(tmp_path / 'store'), model))
+    rag = build_rag(default_vector_store(str(tmp_path / 'store'), model))
     rag.ingest(str(PDFS), progress=False)
     with caplog.at_level(logging.WARNING):
-        rag = _rag(default_vector_store(str(tmp_path / 'store'), model))
+        rag = build_rag(default_vector_store(str(tmp_path / 'store'), model))
     assert 'has no calibration' in caplog.text and 'calibrate --qa' in caplog.text
     c = rag.calibration
     assert c.source.startswith('uncalibrated: rank-based') and c.relevance_threshold > 0.5  # its scale, not MiniLM's

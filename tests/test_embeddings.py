@@ -63,16 +63,17 @@ def test_torch_free_path_gives_pytorchs_vectors_within_1e_5(tmp_path, torch_mode
 
 def test_a_cached_graph_embeds_without_importing_torch(tmp_path, torch_model):
     import json
-    import os
     import subprocess
     import sys
+
+    from helpers import subprocess_env
 
     import rag_plugin.embeddings.onnx as onnx_encoder
     onnx_encoder.OnnxEncoder.export(torch_model, cache_dir=str(tmp_path))
     code = ('import sys, json; from rag_plugin.defaults import default_embeddings; e = default_embeddings(); '
             'v = e.embed_query("hello"); print(json.dumps([e.backend, "torch" in sys.modules, '
             '"sentence_transformers" in sys.modules, v]))')
-    env = {**os.environ, 'RAG_PLUGIN_CACHE': str(tmp_path), 'HF_HUB_OFFLINE': '1', 'USE_TF': '0'}
+    env = subprocess_env(RAG_PLUGIN_CACHE=str(tmp_path))
     out = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True, timeout=300)
     backend, torch_loaded, st_loaded, vector = json.loads(out.stdout.strip().splitlines()[-1])
     assert (backend, torch_loaded, st_loaded) == ('onnx', False, False), out.stderr

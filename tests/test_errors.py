@@ -1,10 +1,10 @@
 """Every error the package raises on purpose sits under ``rag_plugin.RAGPluginError`` and keeps its built-in base."""
 import json
-import os
 import subprocess
 import sys
 
 from conftest import ROOT
+from helpers import subprocess_env
 
 # Imports every module of the package (in a child process: the Streamlit app, BBF and the servers stay out of the
 # test process) and lists every exception class defined in it, classes nested in classes too.
@@ -29,7 +29,7 @@ print(json.dumps(found))
 
 
 def _exception_classes() -> dict:
-    env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'USE_TF': '0'}
+    env = subprocess_env()
     result = subprocess.run([sys.executable, '-c', WALK], cwd=ROOT, env=env, capture_output=True, text=True,
                             timeout=600)
     assert result.returncode == 0, result.stderr

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PDFS, ROOT
+from helpers import build_rag
 
 BBF_SPLITTER = 'RecursiveCharacterTextSplitter(chunk_size=1000, chunk_overlap=100)'  # BBF's example bot's
 
@@ -87,13 +88,9 @@ class CountingEmbeddings:
 
 
 def _rag(store, splitter=None):
+    """A RAG on a store another tool filled, splitting as BBF's example bot does unless told otherwise."""
     from langchain_text_splitters import RecursiveCharacterTextSplitter
-
-    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot
-    bot = StandaloneBot()
-    ExtractiveLLM(bot)
-    return RAG(bot, store, splitter or RecursiveCharacterTextSplitter(chunk_size=1000, chunk_overlap=100),
-               'extractive')
+    return build_rag(store, splitter=splitter or RecursiveCharacterTextSplitter(chunk_size=1000, chunk_overlap=100))
 
 
 def _assert_cites_nn7720(rag):

@@ -19,10 +19,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import ingest_fixtures as fx  # noqa: E402
-from conftest import ChatSession  # noqa: E402
+import ingest_fixtures as fx
+from conftest import ChatSession
+from helpers import build_rag, subprocess_env
 
 ROOT = fx.ROOT
 PDFS = fx.PDFS
@@ -39,13 +38,8 @@ def ingest_embeddings():
 @pytest.fixture
 def new_rag(tmp_path, ingest_embeddings):
     """Build a RAG on a persisted Chroma store in ``tmp_path`` (by default ``tmp_path / 'store'``)."""
-    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
-
     def factory(store_dir: Path = None):
-        bot = StandaloneBot()
-        ExtractiveLLM(bot)
-        store = default_vector_store(str(store_dir or tmp_path / 'store'), ingest_embeddings)
-        return RAG(bot, store, default_splitter(), 'extractive')
+        return _rag_with(store_dir or tmp_path / 'store', ingest_embeddings)
     return factory
 
 
@@ -441,11 +435,9 @@ def ingest_then_wait(rag):
 
 KILL_SCRIPT = CHILD_START + textwrap.dedent('''
     stop_after = int(sys.argv[4])
-    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
-    bot = StandaloneBot()
-    ExtractiveLLM(bot)
-    store = default_vector_store(store_dir)
-    rag = RAG(bot, store, default_splitter(), 'extractive')
+    from rag_plugin import default_vector_store
+    from helpers import build_rag
+    rag = build_rag(default_vector_store(store_dir))
     ingest_then_wait(rag)
 
     original = rag.ingestor.write_batch
@@ -470,8 +462,7 @@ class IngestionProcess:
         self.markers = work / 'markers'
         self.markers.mkdir(parents=True)
         self.log = work / 'ingest.log'
-        env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'USE_TF': '0', 'ANONYMIZED_TELEMETRY': 'False',
-               'PYTHONPATH': str(ROOT)}
+        env = subprocess_env()
         with open(self.log, 'w') as out:
             self.proc = subprocess.Popen([sys.executable, '-c', KILL_SCRIPT, str(store_dir), str(folder),
                                           str(self.markers), str(stop_after)],
@@ -571,14 +562,13 @@ def test_an_ingestion_killed_mid_way_is_repaired_exactly_by_the_next_one(tmp_pat
 
 
 KILL_WHILE_PARSING_SCRIPT = CHILD_START + textwrap.dedent('''
-    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
+    from rag_plugin import default_vector_store
     import rag_plugin.ingest.parsing as parsing
     import rag_plugin.ingest.run as ingest_run
     import ingest_fixtures
+    from helpers import build_rag
     parsing.POOL_MIN_BYTES = 0  # parse these small files in workers all the same
-    bot = StandaloneBot()
-    ExtractiveLLM(bot)
-    rag = RAG(bot, default_vector_store(store_dir), default_splitter(), 'extractive')
+    rag = build_rag(default_vector_store(store_dir))
     rag.ingestor.parse_workers = 2
     ingest_then_wait(rag)
     ingest_run.load_file = ingest_fixtures.slow_load_file  # a file named *slow* never finishes parsing
@@ -611,8 +601,7 @@ def test_an_ingestion_killed_while_workers_parse_is_repaired_and_leaves_no_worke
     markers = tmp_path / 'work' / 'markers'
     markers.mkdir(parents=True)
     log = tmp_path / 'work' / 'ingest.log'
-    env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'USE_TF': '0', 'ANONYMIZED_TELEMETRY': 'False',
-           'PYTHONPATH': os.pathsep.join([str(ROOT), str(ROOT / 'tests')]), 'RAG_TEST_MARKERS': str(markers)}
+    env = subprocess_env(RAG_TEST_MARKERS=str(markers))
     with open(log, 'w') as out:
         proc = subprocess.Popen([sys.executable, '-c', KILL_WHILE_PARSING_SCRIPT, str(store_dir), str(docs),
                                  str(markers)], env=env, cwd=str(ROOT), stdout=out, stderr=subprocess.STDOUT)
@@ -879,10 +868,9 @@ class _Renamed:
 
 
 def _rag_with(store_dir: Path, embeddings, splitter=None):
-    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
-    bot = StandaloneBot()
-    ExtractiveLLM(bot)
-    return RAG(bot, default_vector_store(str(store_dir), embeddings), splitter or default_splitter(), 'extractive')
+    """A RAG on the persisted Chroma store in ``store_dir`` read with these embeddings."""
+    from rag_plugin import default_vector_store
+    return build_rag(default_vector_store(str(store_dir), embeddings), splitter=splitter)
 
 
 def test_a_changed_splitter_splits_and_embeds_the_files_again_without_orphans(tmp_path, new_rag):

@@ -6,7 +6,6 @@ processes ingesting at once neither duplicate nor lose chunks; a second process 
 going away gives the store-unavailable answer and the RAG recovers when it returns.
 """
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -17,12 +16,10 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import ingest_fixtures as fx  # noqa: E402
+import ingest_fixtures as fx
+from helpers import build_rag, subprocess_env
 
 ROOT = fx.ROOT
-ENV = {**os.environ, 'HF_HUB_OFFLINE': '1', 'USE_TF': '0', 'ANONYMIZED_TELEMETRY': 'False', 'PYTHONPATH': str(ROOT)}
 
 
 def _start_server(cleanup_mode='stop'):
@@ -59,13 +56,6 @@ def pg_store(pg_dsn, embeddings):
     yield store
     store.drop()
     store.close()
-
-
-def _rag(vector_store, **kwargs):
-    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter
-    bot = StandaloneBot()
-    ExtractiveLLM(bot)
-    return RAG(bot, vector_store, default_splitter(), 'extractive', **kwargs)
 
 
 # ---- the contract, on both backends ------------------------------------------------------------------------------
@@ -310,8 +300,8 @@ QUESTIONS = ['What is the password policy?', 'How long are deleted notes kept?',
 
 def test_rag_on_postgres_retrieves_and_answers_as_on_chroma(pg_store, corpus_store, embeddings):
     from rag_plugin.retrieve import HybridRetriever
-    pg_rag = _rag(pg_store)
-    chroma_rag = _rag(corpus_store)
+    pg_rag = build_rag(pg_store)
+    chroma_rag = build_rag(corpus_store)
     assert isinstance(pg_rag.retriever, HybridRetriever)
     report = pg_rag.ingest(str(fx.PDFS))
     assert report.chunks_added == corpus_store._collection.count() and not report.skipped
@@ -341,11 +331,9 @@ def test_missing_extra_gives_a_one_line_message(monkeypatch):
 INGESTER = textwrap.dedent('''
     import json, sys
     dsn, collection, folders = sys.argv[1], sys.argv[2], sys.argv[3:]
-    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter
     from rag_plugin import postgres_store
-    bot = StandaloneBot()
-    ExtractiveLLM(bot)
-    rag = RAG(bot, postgres_store(dsn, collection=collection), default_splitter(), 'extractive')
+    from helpers import build_rag
+    rag = build_rag(postgres_store(dsn, collection=collection))
     rag.ingestor.batch_size = 8  # many small transactions, interleaved with the other process's
     print('READY', flush=True)
     sys.stdin.readline()  # both start writing at once
@@ -356,11 +344,9 @@ INGESTER = textwrap.dedent('''
 ASKER = textwrap.dedent('''
     import json, sys
     dsn, collection, question = sys.argv[1:4]
-    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter
     from rag_plugin import postgres_store
-    bot = StandaloneBot()
-    ExtractiveLLM(bot)
-    rag = RAG(bot, postgres_store(dsn, collection=collection), default_splitter(), 'extractive')
+    from helpers import build_rag
+    rag = build_rag(postgres_store(dsn, collection=collection))
     message = rag.run(None, question)
     print(json.dumps({'answer': message.answer, 'abstained': message.abstained,
                       'sources': [s.get('source_id') for s in message.sources]}), flush=True)
@@ -381,7 +367,7 @@ def test_two_processes_ingesting_at_once_neither_duplicate_nor_lose_chunks(pg_ds
     shared = _folder(tmp_path, 'shared', ['travel', 'meals', 'hotels'])
     own = [_folder(tmp_path, f'own{n}', [f'{t}{n}' for t in ('laptops', 'phones')]) for n in (1, 2)]
     procs = [subprocess.Popen([sys.executable, '-c', INGESTER, pg_dsn, collection, str(shared), str(own[n])],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=subprocess_env(), cwd=ROOT)
              for n in (0, 1)]
     for proc in procs:
         assert proc.stdout.readline().strip() == 'READY'
@@ -408,20 +394,20 @@ def test_two_processes_ingesting_at_once_neither_duplicate_nor_lose_chunks(pg_ds
 
 
 def test_another_process_sees_the_ingestion(pg_dsn, pg_store, embeddings):
-    rag = _rag(pg_store)
+    rag = build_rag(pg_store)
     question = 'What is the parking allowance for visitors?'
     asked = [sys.executable, '-c', ASKER, pg_dsn, pg_store.collection, question]
-    before = json.loads(subprocess.run(asked, capture_output=True, text=True, env=ENV, cwd=ROOT,
+    before = json.loads(subprocess.run(asked, capture_output=True, text=True, env=subprocess_env(), cwd=ROOT,
                                        timeout=300).stdout.strip().splitlines()[-1])
     assert before['abstained']
     rag.add_text('Visitors get a parking allowance of 3 hours at the north gate garage, validated at reception.',
                  {'source_id': 'parking.md'})
-    after = json.loads(subprocess.run(asked, capture_output=True, text=True, env=ENV, cwd=ROOT,
+    after = json.loads(subprocess.run(asked, capture_output=True, text=True, env=subprocess_env(), cwd=ROOT,
                                       timeout=300).stdout.strip().splitlines()[-1])
     assert not after['abstained'] and '3 hours' in after['answer']
     # A RAG that was already running (another store object) sees it at its next question too.
     from rag_plugin.store import postgres_store
-    other = _rag(postgres_store(pg_dsn, collection=pg_store.collection, embeddings=embeddings))
+    other = build_rag(postgres_store(pg_dsn, collection=pg_store.collection, embeddings=embeddings))
     other_answer = other.run(None, question)
     assert '3 hours' in other_answer.answer
     rag.add_text('Bicycles are parked in the basement racks, free of charge.', {'source_id': 'bikes.md'})
@@ -442,7 +428,7 @@ def test_server_going_away_gives_the_store_unavailable_answer_and_recovers(embed
     timeout = 2.0
     store = postgres_store(server.get_uri(), collection='outage', embeddings=embeddings, timeout=timeout)
     try:
-        rag = _rag(store, cache='memory')  # the cache's lookup reads the store's version first
+        rag = build_rag(store, cache='memory')  # the cache's lookup reads the store's version first
         rag.add_text('The office coffee machine is descaled every Friday by the facilities team.',
                      {'source_id': 'coffee.md'})
         question = 'When is the coffee machine descaled?'
@@ -468,7 +454,7 @@ def test_server_going_away_gives_the_store_unavailable_answer_and_recovers(embed
 
 def test_command_line_uses_postgresql_when_the_database_url_is_set(pg_dsn, tmp_path):
     folder = _folder(tmp_path, 'policies', ['parking'])
-    env = {**ENV, 'RAG_PLUGIN_DATABASE_URL': pg_dsn, 'RAG_PLUGIN_STORE': str(tmp_path / 'unused')}
+    env = subprocess_env(RAG_PLUGIN_DATABASE_URL=pg_dsn, RAG_PLUGIN_STORE=str(tmp_path / 'unused'))
     cli = [sys.executable, '-m', 'rag_plugin']
     ingest = subprocess.run(cli + ['ingest', str(folder), '--json', '-q'], capture_output=True, text=True, env=env,
                             cwd=ROOT, timeout=300)

@@ -2,7 +2,6 @@
 with and without the tenant filter in a fresh process (which checks that every filtered result passes the filter),
 and with ``--keep`` a second run reuses the kept store instead of writing it again."""
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -11,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-ENV = {**os.environ, 'HF_HUB_OFFLINE': '1', 'USE_TF': '0', 'ANONYMIZED_TELEMETRY': 'False', 'PYTHONPATH': str(ROOT)}
+from helpers import ROOT, subprocess_env
+
+ENV = subprocess_env()
 
 
 def test_scale_benchmark_keeps_and_reuses_its_store(tmp_path):

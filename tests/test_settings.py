@@ -4,6 +4,7 @@ import configparser
 
 import pytest
 from conftest import ROOT
+from helpers import build_rag
 
 CONFIG = """
 [nlp]
@@ -39,9 +40,10 @@ def bbf_bot(tmp_path):
 
 
 def make_rag(bot, embeddings, **kwargs):
-    from rag_plugin import RAG, default_splitter, default_vector_store
+    """A RAG of this bot on an in-memory store of its own, with an in-memory ledger."""
+    from rag_plugin import default_vector_store
     store = default_vector_store(None, embeddings, collection_name=f'settings_{id(kwargs)}')
-    return RAG(bot, store, default_splitter(), 'extractive', ledger_path=':memory:', **kwargs)
+    return build_rag(store, bot=bot, ledger_path=':memory:', **kwargs)
 
 
 def test_config_ini_is_read_then_env_then_arguments_override_it(bbf_bot, embeddings, tmp_path, monkeypatch):

@@ -15,13 +15,11 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import ingest_fixtures as fx  # noqa: E402
-from conftest import ChatSession  # noqa: E402
+import ingest_fixtures as fx
+from conftest import ChatSession
+from helpers import build_rag, subprocess_env
 
 ROOT = fx.ROOT
-ENV = {**os.environ, 'HF_HUB_OFFLINE': '1', 'USE_TF': '0', 'ANONYMIZED_TELEMETRY': 'False', 'PYTHONPATH': str(ROOT)}
 
 
 @pytest.fixture(scope='module')
@@ -31,10 +29,9 @@ def shared_embeddings():
 
 
 def make_rag(store_dir: Path, embeddings):
-    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
-    bot = StandaloneBot()
-    ExtractiveLLM(bot)
-    return RAG(bot, default_vector_store(str(store_dir), embeddings), default_splitter(), 'extractive')
+    """A RAG on the persisted Chroma store in ``store_dir`` (each call opens its own store object)."""
+    from rag_plugin import default_vector_store
+    return build_rag(default_vector_store(str(store_dir), embeddings))
 
 
 def create_store(store_dir: Path, embeddings):
@@ -54,10 +51,9 @@ def create_store(store_dir: Path, embeddings):
 WRITER = textwrap.dedent('''
     import json, os, sys, time
     store_dir, folder, markers, name, batch = sys.argv[1:6]
-    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
-    bot = StandaloneBot()
-    ExtractiveLLM(bot)
-    rag = RAG(bot, default_vector_store(store_dir), default_splitter(), 'extractive')
+    from rag_plugin import default_vector_store
+    from helpers import build_rag
+    rag = build_rag(default_vector_store(store_dir))
     rag.ingestor.batch_size = int(batch)
     open(os.path.join(markers, 'ready-' + name), 'w').close()
     deadline = time.monotonic() + 240
@@ -77,7 +73,7 @@ class Writer:
         self.log = markers / f'{name}.log'
         with open(self.log, 'w') as out:
             self.proc = subprocess.Popen([sys.executable, '-c', WRITER, str(store_dir), str(folder), str(markers),
-                                          name, str(batch)], env=ENV, cwd=str(ROOT), stdout=out,
+                                          name, str(batch)], env=subprocess_env(), cwd=str(ROOT), stdout=out,
                                          stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout: float = 240) -> None:
@@ -218,7 +214,7 @@ def test_a_second_writer_waits_a_bounded_time_then_fails_with_a_clear_message(tm
         # Another process: the CLI waits --wait seconds, then says why it gave up.
         started = time.monotonic()
         done = subprocess.run([sys.executable, '-m', 'rag_plugin', 'ingest', str(folder), '--store', str(store_dir),
-                               '--wait', '1', '-q'], env=ENV, cwd=str(ROOT), capture_output=True, text=True,
+                               '--wait', '1', '-q'], env=subprocess_env(), cwd=str(ROOT), capture_output=True, text=True,
                               timeout=240)
     assert len(failures) == 1 and 'another ingestion is writing to this store' in str(failures[0].value)
     assert done.returncode == 3, done.stderr[-2000:]
@@ -331,6 +327,6 @@ def test_the_consistency_check_finds_a_planted_inconsistency_and_repair_fixes_it
 
     # In a new process (the index re-opened from disk), the store is consistent.
     done = subprocess.run([sys.executable, '-m', 'rag_plugin', 'stats', '--check', '--store', str(store_dir)],
-                          env=ENV, cwd=str(ROOT), capture_output=True, text=True, timeout=240)
+                          env=subprocess_env(), cwd=str(ROOT), capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     assert done.stdout.startswith('consistent: table 3, vector index 3, ledger 3')

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from conftest import PDFS, ROOT
+from helpers import subprocess_env
 
-ENV = {**os.environ, 'HF_HUB_OFFLINE': '1', 'USE_TF': '0', 'ANONYMIZED_TELEMETRY': 'False', 'PYTHONPATH': str(ROOT)}
+ENV = subprocess_env()
 QUESTION = 'What does error NN-7720 mean?'
 
 BUILD = '''

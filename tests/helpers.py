@@ -1,0 +1,34 @@
+"""Plain helpers the tests share (no pytest needed, so scripts and child processes may import them too): building a
+RAG for a test and the environment of a test's child process."""
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / 'tests'
+
+
+def build_rag(store, llm: Any = 'extractive', bot=None, splitter=None, **kwargs):
+    """A RAG on ``store`` for a test.
+
+    ``llm`` is an LLM name (default ``'extractive'``): the offline :class:`ExtractiveLLM` is registered on the bot and
+    the RAG uses that name; or a LangChain chat model, registered (wrapped in :class:`ChatModelLLM`) as
+    ``'test-llm'``; None is the extractive one. ``bot`` defaults to a new :class:`StandaloneBot`; ``splitter`` to
+    ``default_splitter()``; other keyword arguments go to :class:`RAG`.
+    """
+    from rag_plugin import RAG, ChatModelLLM, ExtractiveLLM, StandaloneBot, default_splitter
+    bot = bot or StandaloneBot()
+    if llm is None or isinstance(llm, str):
+        ExtractiveLLM(bot)
+        name = llm or 'extractive'
+    else:
+        name = ChatModelLLM(bot, 'test-llm', llm).name
+    return RAG(bot, store, splitter if splitter is not None else default_splitter(), name, **kwargs)
+
+
+def subprocess_env(**extra: str) -> dict:
+    """The environment of a test's child process: this one's, offline (no Hugging Face downloads, no TensorFlow, no
+    Chroma telemetry), with this checkout and ``tests/`` first on ``PYTHONPATH``; ``extra`` variables are added."""
+    path = [str(ROOT), str(TESTS)] + ([os.environ['PYTHONPATH']] if os.environ.get('PYTHONPATH') else [])
+    return {**os.environ, 'HF_HUB_OFFLINE': '1', 'USE_TF': '0', 'ANONYMIZED_TELEMETRY': 'False',
+            'PYTHONPATH': os.pathsep.join(path), **extra}
