@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterable, Optional
 import numpy as np
 from langchain_core.documents import Document
 
+from rag_plugin.embeddings.calibration import MINILM
 from rag_plugin.embeddings.memo import VectorMemo
 from rag_plugin.retrieve import Retriever, lexical_of
 from rag_plugin.settings import DEFAULT_MAX_UNKNOWN, DEFAULT_MIN_COVERAGE
@@ -42,22 +43,21 @@ from rag_plugin.text import (STOP_WORDS, WORD, fold, found, is_common_english, l
                              tokens, weight_share)
 from rag_plugin.text.abbreviations import ABBREVIATIONS
 
-DEFAULT_RELEVANCE_THRESHOLD = 0.2
-"""float: default similarity threshold for all-MiniLM-L6-v2 cosine scores (measured; README, "The guard and graded
-answers")."""
+DEFAULT_RELEVANCE_THRESHOLD = MINILM.relevance_threshold
+"""float: the bundled MiniLM's similarity threshold (its calibration; other models have their own: README, "The guard
+and graded answers")."""
 
-DEFAULT_COVERAGE_BELOW = 0.5
-"""float: the coverage check applies when the best chunk's similarity is below this (measured): a close match in
-meaning may paraphrase every word of a long question."""
+DEFAULT_COVERAGE_BELOW = MINILM.coverage_below
+"""float: the coverage check applies when the best chunk's similarity is below this (MiniLM's calibration): a close
+match in meaning may paraphrase every word of a long question."""
 
-DEFAULT_WORD_SIMILARITY = 0.75
-"""float: two words mean nearly the same when their embeddings' cosine reaches this (measured; README)."""
+DEFAULT_WORD_SIMILARITY = MINILM.word_similarity
+"""float: two words mean nearly the same when their embeddings' cosine reaches this (MiniLM's calibration)."""
 
+HIGH_MARGIN = MINILM.high_margin
+"""float: the best score must exceed the threshold by this much for ``high`` confidence (MiniLM's calibration)."""
 
-HIGH_MARGIN = 0.2
-"""float: the best score must exceed the threshold by this much for ``high`` confidence."""
-
-MEDIUM_MARGIN = 0.08
+MEDIUM_MARGIN = MINILM.medium_margin
 """float: ... and by this much for ``medium`` (else ``low``)."""
 
 HIGH_CONFIDENCE_COVERAGE = 0.75

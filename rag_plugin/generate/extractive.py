@@ -25,7 +25,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from rag_plugin.augment import FRAGMENT_CLOSE, FRAGMENT_OPEN
-from rag_plugin.embeddings.calibration import calibration_of
+from rag_plugin.embeddings.calibration import MINILM, calibration_of
 from rag_plugin.generate import selection
 from rag_plugin.generate.fragments import Fragment, FragmentCache, Sentence
 from rag_plugin.section_spans import section_at
@@ -62,8 +62,9 @@ RANK_TIE_BREAK = 0.04
 """float: added to a sentence's score divided by its fragment's retrieval rank, so that among equal supports the
 better-ranked fragment's sentence wins."""
 
-DEFAULT_MIN_SUPPORT = 0.22
-"""float: the answerer abstains when no sentence supports the question at least this much (measured)."""
+DEFAULT_MIN_SUPPORT = MINILM.min_support
+"""float: the bundled MiniLM's least support (its calibration): the answerer abstains when no sentence supports the
+question at least this much."""
 
 
 @dataclass
@@ -271,10 +272,8 @@ class ExtractiveAnswerer:
 
     def least_support(self, embeddings: Optional[Embeddings] = None) -> float:
         """The support below which the answerer abstains: ``min_support``, else the calibration of the embeddings
-        (:data:`DEFAULT_MIN_SUPPORT` without embeddings: word overlap alone)."""
-        if self.min_support is not None:
-            return self.min_support
-        return calibration_of(embeddings).min_support if embeddings is not None else DEFAULT_MIN_SUPPORT
+        (MiniLM's without embeddings: word overlap alone)."""
+        return self.min_support if self.min_support is not None else calibration_of(embeddings).min_support
 
 
 class ExtractiveLLM:
