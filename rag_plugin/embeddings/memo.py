@@ -81,27 +81,19 @@ class VectorMemo:
         if not texts:
             return np.zeros((0, 1), dtype=np.float32)
         with self._lock:
-            missing = [t for t in dict.fromkeys(texts) if t not in self._items]
-        found = {}
-        if missing:
+            known = {t: self._items[t] for t in dict.fromkeys(texts) if t in self._items}
+        missing = [t for t in dict.fromkeys(texts) if t not in known]
+        if missing:  # embedded outside the lock: other threads' lookups do not wait for the model
             vectors = np.asarray(embed(missing), dtype=np.float32).reshape(len(missing), -1)
             vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-            found = dict(zip(missing, vectors))
+            known.update(zip(missing, vectors))
         with self._lock:
-            rows = []
-            for text in texts:
-                vector = found.get(text)
-                if vector is None:
-                    vector = self._items.get(text)
-                if vector is None:  # forgotten between the two looks by another thread's additions
-                    vector = np.asarray(embed([text])[0], dtype=np.float32)
-                    vector /= max(float(np.linalg.norm(vector)), 1e-12)
-                rows.append(vector)
+            for text, vector in known.items():
                 self._items[text] = vector
                 self._items.move_to_end(text)
             while len(self._items) > self.max_items:
                 self._items.popitem(last=False)
-        return np.stack(rows)
+        return np.stack([known[t] for t in texts])
 
     def clear(self) -> None:
         """Forget every vector (the model changed)."""
