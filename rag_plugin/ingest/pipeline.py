@@ -114,20 +114,8 @@ class Ingestor:
     # ---- chunking -------------------------------------------------------------------------------------------------
     def chunk(self, loaded: LoadedFile, source_id: str, document_id: str, tags: Iterable[str] = (),
               ingested_at: Optional[str] = None, extra: Optional[dict] = None) -> list[Document]:
-        """Split a loaded file into chunks carrying the full metadata (see README, "Metadata";
-        :func:`~rag_plugin.ingest.chunking.chunk_file` with :attr:`splitter`).
-
-        Args:
-            loaded (LoadedFile): the file's pages
-            source_id (str): the path relative to the ingested root
-            document_id (str): the content hash of the file
-            tags (Iterable[str]): tags given at ingestion
-            ingested_at (str): ISO time stamp
-            extra (dict): more metadata for every chunk (scalar values only)
-
-        Returns:
-            list[Document]: the chunks, in document order; ``metadata['chunk_id']`` is their store id
-        """
+        """:func:`~rag_plugin.ingest.chunking.chunk_file` with this ingestor's :attr:`splitter` (the arguments are
+        chunk_file's after the splitter)."""
         return chunk_file(self.splitter, loaded, source_id, document_id, tags, ingested_at, extra)
 
     # ---- settings ---------------------------------------------------------------------------------------------------
