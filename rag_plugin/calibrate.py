@@ -270,13 +270,17 @@ def floor_of(model: str, embeddings, chunks: Sequence[Sequence[float]]) -> float
 def word_pairs(path: str, embeddings) -> list[tuple[float, bool]]:
     """``(cosine, same meaning)`` of the word pairs of a ``.jsonl`` file (``a``, ``b``, ``same``), embedded as the
     guard embeds words."""
-    rows = [json.loads(line) for line in Path(path).read_text(encoding='utf-8').splitlines() if line.strip()]
+    try:
+        rows = [json.loads(line) for line in Path(path).read_text(encoding='utf-8').splitlines() if line.strip()]
+        words = [(str(r['a']), str(r['b']), bool(r['same'])) for r in rows]
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f'{path}: not word pairs ({{"a", "b", "same"}} per line): {type(e).__name__}: {e}') from None
     embed = getattr(embeddings, 'embed_words', None) or embeddings.embed_documents
-    a = np.asarray(embed([r['a'] for r in rows]), dtype=np.float64)
-    b = np.asarray(embed([r['b'] for r in rows]), dtype=np.float64)
+    a = np.asarray(embed([w[0] for w in words]), dtype=np.float64)
+    b = np.asarray(embed([w[1] for w in words]), dtype=np.float64)
     a /= np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
     b /= np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
-    return [(float(c), bool(r['same'])) for c, r in zip((a * b).sum(axis=1), rows)]
+    return [(float(c), w[2]) for c, w in zip((a * b).sum(axis=1), words)]
 
 
 def half_of(item_id: str) -> str:
@@ -336,5 +340,16 @@ def save(observations: Sequence[Observation], path: str) -> None:
 
 
 def load(path: str) -> list[Observation]:
-    """Read observations written by :func:`save`."""
-    return [Observation(**json.loads(line)) for line in Path(path).read_text(encoding='utf-8').splitlines() if line]
+    """Read observations written by :func:`save`.
+
+    Raises:
+        ValueError: a line that is not an observation, naming the file and line
+    """
+    out = []
+    for n, line in enumerate(Path(path).read_text(encoding='utf-8').splitlines(), start=1):
+        if line.strip():
+            try:
+                out.append(Observation(**json.loads(line)))
+            except (ValueError, TypeError) as e:
+                raise ValueError(f'{path}:{n}: not an observation saved by calibrate --save ({e})') from None
+    return out

@@ -75,3 +75,20 @@ def test_settings_are_written_into_the_rag_section_and_observations_saved(tmp_pa
     save(_questions(), str(tmp_path / 'obs.jsonl'))
     assert load(str(tmp_path / 'obs.jsonl')) == _questions()
     assert half_of('nimu-001a') == 'calibration' and half_of('q-12') == 'validation'
+
+
+def test_a_malformed_question_file_is_one_line_not_a_traceback(tmp_path):
+    import subprocess
+    import sys
+
+    from helpers import ROOT, subprocess_env
+    bad = tmp_path / 'bad.jsonl'
+    bad.write_text('{"question": "what is the trash retention?", "answerable": true}\n{"q": "no question"}\n')
+    for args in (['calibrate', '--qa', str(bad), '--store', str(tmp_path / 'store')],
+                 ['eval', '--pdfs', str(ROOT / 'data' / 'pdfs'), '--qa', str(bad), '--cache', str(tmp_path / 'c')]):
+        result = subprocess.run([sys.executable, '-m', 'rag_plugin', *args], cwd=ROOT, env=subprocess_env(),
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 2 and 'Traceback' not in result.stderr, result.stderr
+        assert result.stderr.strip().splitlines() == [
+            f"error: {bad}:2: not a question of the QA format (KeyError: 'question')"]
+    assert not (tmp_path / 'store').exists() and not (tmp_path / 'c').exists()  # nothing built before the check

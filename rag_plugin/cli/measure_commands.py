@@ -17,6 +17,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.plot:  # before the evaluation runs, not after
         require('matplotlib', 'eval', 'the evaluation plots (--plot)')
     baseline = _eval_baseline(args)
+    read_questions(args.qa)  # a missing or malformed file is one line, before anything is ingested
     ks = args.k  # a tuple (the parser's type)
     configs = tuple(c for c in (args.configs or ','.join(DEFAULT_CONFIGS)).split(',') if c)
     results = run_evaluation(args.pdfs, args.qa, ks, configs, args.baseline, args.cache, args.threshold,
@@ -57,15 +58,22 @@ def _eval_baseline(args: argparse.Namespace) -> Optional[dict]:
         raise UsageError(str(e)) from None
 
 
+def read_questions(paths: list[str]) -> list:
+    """The questions of QA files; a missing or malformed file is a :class:`UsageError` (one line)."""
+    from rag_plugin.evaluation import load_qa
+    try:
+        return [item for path in paths for item in load_qa(path)]
+    except (OSError, ValueError) as e:
+        raise UsageError(str(e)) from None
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Choose the store's embedding model thresholds on labelled questions; print (and write) the settings."""
     from rag_plugin import calibrate
     from rag_plugin.embeddings import model_id
-    from rag_plugin.evaluation import load_qa
-    for path in args.qa + ([args.words] if args.words else []):
-        if not os.path.isfile(path):
-            raise UsageError(f'No such file: {path}')
-    items = [item for path in args.qa for item in load_qa(path)]
+    if args.words and not os.path.isfile(args.words):
+        raise UsageError(f'No such file: {args.words}')
+    items = read_questions(args.qa)
     if not any(item.answerable for item in items):
         raise UsageError('calibrate needs answerable questions with their pages (and unanswerable ones)')
     if args.pdfs is None:
@@ -77,12 +85,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     model = model_id(rag.embeddings)
     scale = calibrate.Scale(calibrate.floor_of(model, rag.embeddings, [vector for _, _, vector in _sample(rag)]))
     word = None
-    if args.words:
-        word = calibrate.word_threshold(calibrate.word_pairs(args.words, rag.embeddings),
-                                        [scale(w) for w in calibrate.WORD_GRID])
-    if args.load:
-        observations = [o for path in args.load for o in calibrate.load(path)]
-    else:
+    try:
+        if args.words:
+            word = calibrate.word_threshold(calibrate.word_pairs(args.words, rag.embeddings),
+                                            [scale(w) for w in calibrate.WORD_GRID])
+        observations = [o for path in args.load or () for o in calibrate.load(path)]
+    except (OSError, ValueError) as e:
+        raise UsageError(str(e)) from None
+    if not args.load:
         words = [word] if word is not None else [scale(w) for w in calibrate.WORD_GRID]
         observations = calibrate.observe(rag, items, words, progress=not args.json)
     if args.save:

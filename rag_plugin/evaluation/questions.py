@@ -41,23 +41,34 @@ _STYLE_LANGUAGES = {'spanish': 'es', 'catalan': 'ca'}
 
 
 def load_qa(path: str | Path) -> list[QAItem]:
-    """Read a QA ``.jsonl`` file."""
+    """Read a QA ``.jsonl`` file.
+
+    Raises:
+        ValueError: a line that is not a JSON object with a ``question`` (and well-formed pages), naming the file
+            and line
+    """
     items = []
     for n, line in enumerate(Path(path).read_text(encoding='utf-8').splitlines(), start=1):
         if not line.strip():
             continue
-        row = json.loads(line)
-        sources = row.get('sources') or ([row['source']] if row.get('source') else [])
-        citations = [(c['source'], int(c['page'])) for c in row.get('citations') or []]
-        if not citations and row.get('source'):
-            citations = [(row['source'], int(p)) for p in row.get('pages') or []]
-        style = row.get('style') or []
-        style = [style] if isinstance(style, str) else list(style)
-        lang = row.get('lang') or next((_STYLE_LANGUAGES[s] for s in style if s in _STYLE_LANGUAGES), '')
-        items.append(QAItem(str(row.get('id', n)), row['question'], sources, citations,
-                            bool(row.get('answerable', True)), row.get('answer') or '', row.get('evidence') or '',
-                            Path(path).stem, str(row.get('half') or ''), lang, style))
+        try:
+            items.append(_item(json.loads(line), n, Path(path)))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f'{path}:{n}: not a question of the QA format ({type(e).__name__}: {e})') from None
     return items
+
+
+def _item(row: dict, n: int, path: Path) -> QAItem:
+    sources = row.get('sources') or ([row['source']] if row.get('source') else [])
+    citations = [(c['source'], int(c['page'])) for c in row.get('citations') or []]
+    if not citations and row.get('source'):
+        citations = [(row['source'], int(p)) for p in row.get('pages') or []]
+    style = row.get('style') or []
+    style = [style] if isinstance(style, str) else list(style)
+    lang = row.get('lang') or next((_STYLE_LANGUAGES[s] for s in style if s in _STYLE_LANGUAGES), '')
+    return QAItem(str(row.get('id', n)), row['question'], sources, citations, bool(row.get('answerable', True)),
+                  row.get('answer') or '', row.get('evidence') or '', path.stem, str(row.get('half') or ''), lang,
+                  style)
 
 
 def first_rank(docs: list[Document], match: Callable[[dict], bool]) -> Optional[int]:
