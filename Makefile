@@ -9,7 +9,7 @@ STAMP := $(VENV)/.rag_plugin-installed
 export USE_TF := 0
 export ANONYMIZED_TELEMETRY := False
 
-.PHONY: install demo test bench eval clean corpus chromium screenshot startup wheel-check
+.PHONY: install demo test test-baf bench eval clean corpus chromium screenshot startup wheel-check
 
 # The web chat's browser test drives Debian's chromium with Playwright (Playwright's own browsers are never
 # downloaded). Installed once, as root, when missing; elsewhere that test is skipped.
@@ -39,12 +39,31 @@ chromium:
 	fi
 
 test: install chromium
-	HF_HUB_OFFLINE=1 RAG_PLUGIN_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	HF_HUB_OFFLINE=1 RAG_PLUGIN_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q -m 'not baf' $(PYTEST_ARGS)
 
 # The README's web chat screenshot (docs/webchat.png), from the browser test; tests alone never write to the checkout.
 screenshot: install chromium
 	HF_HUB_OFFLINE=1 RAG_PLUGIN_CHROMIUM=$(CHROMIUM) RAG_PLUGIN_SCREENSHOTS=docs $(BIN)/python -m pytest -q \
 	  tests/test_webchat.py -k test_web_chat_answers_with_sources_not_found_upload_and_streaming
+
+# The same plugin on the BESSER Agentic Framework (BAF 4.5: langchain 0.3, chromadb 1.x, pypdf 6), in a second venv
+# of its own (BBF and BAF pin stacks that cannot share one), installed in ONE pip call: the host-independent tests
+# and the BAF host tests (`-m "not bbf"` deselects the tests that need besser.bot).
+BAF_VENV ?= .venv-baf
+BAF_BIN := $(BAF_VENV)/bin
+BAF_STAMP := $(BAF_VENV)/.rag_plugin-installed
+BAF_EXTRAS := baf,server,eval,docx,dev,redis,postgres
+
+$(BAF_STAMP): setup.cfg pyproject.toml
+	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required"'
+	$(PYTHON) -m venv $(BAF_VENV)
+	$(BAF_BIN)/python -m pip install -q --upgrade pip
+	$(BAF_BIN)/python -m pip install -e '.[$(BAF_EXTRAS)]'
+	$(BAF_BIN)/python -m rag_plugin setup-nltk
+	touch $(BAF_STAMP)
+
+test-baf: $(BAF_STAMP) chromium
+	HF_HUB_OFFLINE=1 RAG_PLUGIN_CHROMIUM=$(CHROMIUM) $(BAF_BIN)/python -m pytest -q -m 'not bbf' $(PYTEST_ARGS)
 
 # Start-up time of the command line, by stage, and `ask` end to end (median of 3).
 startup: install

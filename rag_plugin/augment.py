@@ -76,13 +76,14 @@ def message_text(content: Any) -> str:
 
 
 def format_history(history: list) -> str:
-    """Format BBF ``Message`` objects (text and RAG answers) as ``User:`` / ``Assistant:`` lines."""
-    from besser.bot.core.message import MessageType
+    """Format the host's ``Message`` objects (text and RAG answers; BBF's, BAF's or
+    :class:`~rag_plugin.host.PlainMessage`, told apart by the type's name) as ``User:`` / ``Assistant:`` lines."""
     lines = []
     for message in history:
-        if message.type == MessageType.RAG_ANSWER:
+        kind = getattr(message.type, 'name', message.type)
+        if kind == 'RAG_ANSWER':
             lines.append(f'Assistant: {message_text(message.content)}')
-        elif message.type in (MessageType.STR, MessageType.MARKDOWN):
+        elif kind in ('STR', 'MARKDOWN'):
             lines.append(f'{"User" if message.is_user else "Assistant"}: {message_text(message.content)}')
     return '\n'.join(lines)
 

@@ -1,5 +1,5 @@
-"""Conversation history for the prompt and the rewriter: the RAG's own per-session memory, and BBF's monitoring DB
-only for a session the memory knows nothing of yet (e.g. a Telegram chat that goes on after the bot restarted).
+"""Conversation history for the prompt and the rewriter: the RAG's own per-session memory, and the host's (BBF's or
+BAF's) monitoring DB only for a session the memory knows nothing of yet (e.g. a Telegram chat that goes on after the bot restarted).
 
 The memory is what counts whenever it holds the session's turns: BBF 1.5 writes each message to its monitoring DB
 from a thread of its own, over one connection shared by every session, so under load the rows land out of order
@@ -9,7 +9,7 @@ connection of this module's own (a small pool that checks connections before use
 falls back to the memory, logged once per kind of error: history never costs a reply.
 
 The memory is per session object (isolated, bounded, and gone when BBF resets or deletes the session). Both sources
-give the same list of BBF ``Message`` objects to :meth:`RAG.create_prompt`.
+give the same list of the host's ``Message`` objects to :meth:`RAG.create_prompt` (see :mod:`rag_plugin.host`).
 """
 from __future__ import annotations
 
@@ -20,11 +20,11 @@ from collections import deque
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Optional
 
-from besser.bot.core.message import Message, MessageType, get_message_type
-
 from rag_plugin.generate.resilient import call_with_timeout
+from rag_plugin.host import host_of_session
 
 if TYPE_CHECKING:
+    from besser.bot.core.message import Message
     from besser.bot.core.session import Session
 
 logger = logging.getLogger(__name__)
@@ -34,15 +34,8 @@ DB_READ_TIMEOUT = 3.0
 
 
 def _monitoring_db(session: 'Session') -> Any:
-    """BBF's MonitoringDB of the session's bot when it is on and connected, else None."""
-    from besser.bot.db import DB_MONITORING
-    bot = getattr(session, '_bot', None)
-    if bot is None or not hasattr(bot, 'get_property'):
-        return None
-    db = getattr(bot, '_monitoring_db', None)
-    if bot.get_property(DB_MONITORING) and db is not None and getattr(db, 'connected', False):
-        return db
-    return None
+    """The monitoring DB of the session's bot (or agent) when it is on and connected, else None."""
+    return host_of_session(session).monitoring_db(session)
 
 
 def heal_monitoring_connection(db: Any) -> bool:
@@ -96,10 +89,11 @@ class ConversationHistory:
         if db is not None:
             heal_monitoring_connection(db)
         now = datetime.now()
+        host = host_of_session(session)
         with self._lock:
             messages = self._memory(session)
-            messages.append(Message(MessageType.STR, question, True, now))
-            messages.append(Message(MessageType.RAG_ANSWER, answer_dict, False, now))
+            messages.append(host.message('STR', question, True, now))
+            messages.append(host.message('RAG_ANSWER', answer_dict, False, now))
 
     def get(self, session: Optional['Session'], n: int, current: Optional[str] = None) -> list[Message]:
         """Return the last ``n`` messages of a session before the current question, oldest first (``n <= 0``: none).
@@ -163,22 +157,23 @@ class ConversationHistory:
         return messages[-n:]
 
     def _select(self, db: Any, session: 'Session', limit: int) -> list[Message]:
-        """The session's last ``limit`` chat rows (BBF 1.5's ``session`` and ``chat`` tables), oldest first."""
-        from besser.bot.db.monitoring_db import TABLE_CHAT, TABLE_SESSION
+        """The session's last ``limit`` chat rows (the host's ``session`` and ``chat`` tables), oldest first."""
         from sqlalchemy import column, select, table
-        chat = table(TABLE_CHAT, column('id'), column('session_id'), column('type'), column('content'),
+        host = host_of_session(session)
+        table_chat, table_session, owner_column = host.chat_tables()
+        chat = table(table_chat, column('id'), column('session_id'), column('type'), column('content'),
                      column('is_user'), column('timestamp'))
-        sessions = table(TABLE_SESSION, column('id'), column('bot_name'), column('platform_name'),
+        sessions = table(table_session, column('id'), column(owner_column), column('platform_name'),
                          column('session_id'))
         query = (select(chat.c.type, chat.c.content, chat.c.is_user, chat.c.timestamp)
                  .join(sessions, chat.c.session_id == sessions.c.id)
-                 .where(sessions.c.bot_name == session._bot.name,
+                 .where(sessions.c[owner_column] == host.owner_of(session).name,
                         sessions.c.platform_name == session.platform.__class__.__name__,
                         sessions.c.session_id == session.id)
                  .order_by(chat.c.id.desc()).limit(limit))
         with self._engine(db).connect() as conn:
             rows = conn.execute(query).all()
-        return [Message(get_message_type(t), content, bool(is_user), timestamp)
+        return [host.message_from_row(t, content, bool(is_user), timestamp)
                 for t, content, is_user, timestamp in reversed(rows)]
 
     def _engine(self, db: Any) -> Any:

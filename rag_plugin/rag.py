@@ -1,4 +1,5 @@
-"""The RAG with BBF 1.5's API (a drop-in for ``besser.bot.nlp.rag.rag.RAG``): a façade over its parts, built from
+"""The RAG with BBF 1.5's API (a drop-in for ``besser.bot.nlp.rag.rag.RAG``) and BAF 4.5's (``baf.nlp.rag.rag.RAG``),
+on either framework (see :mod:`rag_plugin.host`): a façade over its parts, built from
 its settings by :mod:`rag_plugin.build`; questions are answered by :mod:`rag_plugin.pipeline`, documents are added by
 :mod:`rag_plugin.rag_documents`, agents get context from :mod:`rag_plugin.rag_context`.
 """
@@ -14,10 +15,10 @@ from rag_plugin.augment import DEFAULT_LLM_PROMPT
 from rag_plugin.build import build_parts, rag_settings
 from rag_plugin.cache import SemanticCache
 from rag_plugin.cache.stage import corpus_version
-from rag_plugin.channels.bbf_ui import ensure_streamlit_on_path
 from rag_plugin.components import RAGComponents
 from rag_plugin.generate.extractive import is_extractive
 from rag_plugin.guard import CorpusSignals
+from rag_plugin.host import host_of
 from rag_plugin.ingest.loaders import PDF_EXTENSIONS
 from rag_plugin.message import RAGMessage
 from rag_plugin.pipeline import (LAST_RAG_MESSAGE_KEY, SCOPE_KEY, STORE_UNAVAILABLE_ANSWER, AnswerPipeline, check_k,
@@ -38,20 +39,27 @@ __all__ = ['LAST_RAG_MESSAGE_KEY', 'MAX_UPLOAD_MB', 'RAG', 'SCOPE_KEY', 'STORE_U
 class RAG(DocumentsAPI, ContextAPI):
     """A Retrieval Augmented Generation (RAG) engine that answers only from your documents, with sources.
 
-    BBF 1.5's ``besser.bot.nlp.rag.rag.RAG`` (same constructor and methods; ``session.run_rag()`` uses it) with a
+    BBF 1.5's ``besser.bot.nlp.rag.rag.RAG`` and BAF 4.5's ``baf.nlp.rag.rag.RAG`` (same constructor and methods;
+    ``session.run_rag()`` uses it; BAF's ``load_documents``, ``add_text``, ``is_empty``, ``clear`` and
+    ``session_scoped`` too) with a
     relevance guard, cited fragments, sources, a resilient LLM call and idempotent ingestion (README, "Switching a BBF
     bot"). A setting not given (all below but ``llm_prompt`` and ``ledger_path``) is read from its environment
     variable (``RAG_PLUGIN_TRACE``...), else the bot's ``[rag]`` properties (``rag.k``...), else the default shown
     (see :mod:`rag_plugin.settings`).
 
     Args:
-        bot (Bot): the bot the RAG engine belongs to
-        vector_store (VectorStore): the vector store (see :func:`rag_plugin.default_vector_store`)
+        bot (Bot | Agent): the BBF bot or BAF agent the RAG engine belongs to (detected by type; a
+            :class:`~rag_plugin.standalone.StandaloneBot` outside a framework)
+        vector_store (VectorStore | Callable[[], VectorStore]): the vector store (see
+            :func:`rag_plugin.default_vector_store`), or a factory with no arguments that makes one (BAF's: each
+            session-scoped RAG gets its own store)
         splitter (TextSplitter): the text splitter (see :func:`rag_plugin.default_splitter`)
         llm_name (str): the name of the LLM that answers, created on the bot before
         llm_prompt (str): the instructions for the LLM; :any:`DEFAULT_LLM_PROMPT` if none is provided
         k (int): number of chunks to retrieve (4)
         num_previous_messages (int): previous messages in the prompt (0; see :mod:`rag_plugin.history`)
+        session_scoped (bool): BAF's per-session RAG: not registered as the agent's RAG (``session.run_rag()``), but
+            assigned to one session (``session.session_rag = rag``, answered by ``session.run_session_rag()``)
         relevance_threshold (float): minimum score of the best chunk to answer at all (default: the embedding
             model's calibration, 0.2 for MiniLM; see :mod:`rag_plugin.guard` for ``rag.coverage_below``,
             ``rag.word_similarity`` and ``rag.vocabulary_languages``)
@@ -74,6 +82,8 @@ class RAG(DocumentsAPI, ContextAPI):
             see :mod:`rag_plugin.cache`)
 
     Attributes:
+        host (Host): the framework the RAG runs on (:mod:`rag_plugin.host`)
+        session_scoped (bool): whether it is a session's own RAG (not the bot's)
         vector_store (VectorStore): the vector store
         splitter (TextSplitter): the text splitter
         llm_name (str): the default LLM name
@@ -102,20 +112,23 @@ class RAG(DocumentsAPI, ContextAPI):
     DEFAULT_LLM_PROMPT = DEFAULT_LLM_PROMPT
 
     def __init__(self, bot: 'Bot', vector_store: VectorStore, splitter: TextSplitter, llm_name: str,
-                 llm_prompt: str = None, k: int = BBF_K, num_previous_messages: int = BBF_NUM_PREVIOUS_MESSAGES, *,
+                 llm_prompt: str = None, k: int = BBF_K, num_previous_messages: int = BBF_NUM_PREVIOUS_MESSAGES,
+                 session_scoped: bool = False, *,
                  relevance_threshold: float = UNSET, min_coverage: float = UNSET, max_unknown: float = UNSET,
                  not_found_answer: str = UNSET, llm_timeout: Optional[float] = UNSET, llm_max_attempts: int = UNSET,
                  answer_deadline: Optional[float] = UNSET, breaker_failures: int = UNSET,
                  breaker_cool_down: float = UNSET, trace_file: Optional[str] = UNSET, ledger_path: Optional[str] = None,
                  rewrite_queries: bool = UNSET, max_history_turns: int = UNSET, max_question_chars: int = UNSET,
                  cache: Optional[SemanticCache | str] = UNSET):
-        if bot is None or not hasattr(bot, 'nlp_engine'):
-            raise ValueError('RAG needs the bot it belongs to (or rag_plugin.standalone.StandaloneBot() outside a bot)')
+        self.host = host_of(bot)  # HostError (a ValueError) for anything but a bot, an agent or a standalone bot
+        if callable(vector_store) and not hasattr(vector_store, 'add_documents'):
+            vector_store = vector_store()  # BAF's store factory
         if vector_store is None:
             raise ValueError("RAG needs a vector store, e.g. rag_plugin.default_vector_store('vector_store')")
-        self._nlp_engine = bot.nlp_engine
+        self._nlp_engine = self.host.nlp_engine(bot)
         self._bot = bot
-        ensure_streamlit_on_path(bot)  # BBF's own UI is started as the command `streamlit`
+        self.session_scoped = bool(session_scoped)
+        self.host.prepare(bot)
         s = rag_settings(
             bot, k=k, num_previous_messages=num_previous_messages, relevance_threshold=relevance_threshold,
             min_coverage=min_coverage, max_unknown=max_unknown, not_found_answer=not_found_answer,
@@ -139,7 +152,8 @@ class RAG(DocumentsAPI, ContextAPI):
         self.closest_answerer, self.reranker = parts.closest_answerer, parts.reranker
         self._cache_stage, self._writes = parts.cache_stage, parts.writes
         self._context, self._pipeline = None, AnswerPipeline(self.components)  # the context engine: on first use
-        self._nlp_engine._rag = self
+        if not self.session_scoped:
+            self.host.register_rag(bot, self)
 
     @property
     def retriever(self) -> Retriever:
@@ -181,7 +195,7 @@ class RAG(DocumentsAPI, ContextAPI):
     _llm_refused = staticmethod(llm_refused)
 
     def _check_llm(self, llm_name: str) -> 'LLM':
-        return find_llm(self._nlp_engine._llms, llm_name)
+        return find_llm(self.host.llms(self._bot), llm_name)
 
     def load_pdfs(self, path: str) -> int:
         """Load the PDF files of a folder (recursively) into the vector store; unchanged files are not added again.
@@ -226,7 +240,9 @@ class RAG(DocumentsAPI, ContextAPI):
         is this about?") is answered with the documents in scope and their topics, without a search.
 
         Args:
-            session (Session): the user's session (for history); mandatory if ``message`` is None
+            session (Session): the user's session (for history); mandatory if ``message`` is None. BAF's order
+                (``run(message, session)``, as BAF's ``session.run_rag`` calls it) is recognised: a string first is
+                the message.
             message (str): the question; the session's last message if none is provided
             llm_prompt (str): instructions for this run
             llm_name (str): the LLM for this run
@@ -245,6 +261,8 @@ class RAG(DocumentsAPI, ContextAPI):
             TypeError: when the question is not a string or the filter not a dict
             ValueError: when there is no question, on an unsupported filter operator, an unknown LLM or a bad ``k``
         """
+        if isinstance(session, str) and not isinstance(message, str):
+            session, message = message, session  # BAF: run(message, session, ...)
         question = self._pipeline.question(session, message, llm_prompt, llm_name, k, num_previous_messages, filter,
                                            on_partial)
         return self._pipeline.run(question)

@@ -9,9 +9,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Optional
 
 from rag_plugin.ingest import IngestReport, Ingestor
-from rag_plugin.ingest.loaders import file_digest
+from rag_plugin.ingest.loaders import (DOCX_EXTENSIONS, MARKDOWN_EXTENSIONS, PDF_EXTENSIONS, TEXT_EXTENSIONS,
+                                      file_digest)
 from rag_plugin.ingest.uploads import decode_upload
 from rag_plugin.session_uploads import SHARED_UPLOADS_KEY, SessionUploads, refused, upload_mode
+from rag_plugin.store import corpus_store
 
 if TYPE_CHECKING:
     from besser.bot.core.file import File
@@ -35,8 +37,11 @@ class DocumentsAPI:
     ingestor: Ingestor
     session_uploads: SessionUploads
     max_upload_mb: float
+    vector_store: Any
     _bot: Any
     _uploads: str
+    host: Any
+    session_scoped: bool
 
     @property
     def uploads(self) -> str:
@@ -61,6 +66,42 @@ class DocumentsAPI:
         """
         return self.ingestor.ingest(path, sync=sync, tags=tags, progress=progress)
 
+    def load_documents(self, path: str, formats: Optional[list[str]] = None) -> int:
+        """BAF's ``load_documents``: ingest the files of a folder (recursively) in the given formats; unchanged files
+        are not added again.
+
+        Args:
+            path (str): the folder (or one file)
+            formats (list[str]): a subset of ``pdf``, ``docx``, ``txt``, ``md``; all of them if none is given
+
+        Returns:
+            int: the number of chunks added to the vector store
+
+        Raises:
+            ValueError: on a format that is not supported
+        """
+        return self.ingestor.ingest(path, extensions=document_extensions(formats)).chunks_added
+
+    def is_empty(self) -> bool:
+        """BAF's ``is_empty``: whether the vector store holds no chunk."""
+        store = corpus_store(self.vector_store)
+        if store is not None:
+            return store.count() == 0
+        return not self.vector_store.get(limit=1)['ids']
+
+    def clear(self) -> None:
+        """BAF's ``clear``: delete every chunk of the vector store and what the ingestion ledger knows of them (so
+        the same files can be ingested again)."""
+        ledger = getattr(self.ingestor, 'ledger', None)
+        for record in (ledger.all() if ledger is not None else []):
+            self.ingestor.remove(record.root, record.source_id)
+        store = corpus_store(self.vector_store)
+        left = sorted(store.ids()) if store is not None else self.vector_store.get()['ids']
+        for start in range(0, len(left), 5000):
+            self.vector_store.delete(ids=list(left[start:start + 5000]))
+        for listener in self.ingestor.on_change:
+            listener()
+
     def add_text(self, text: str, metadata: Optional[dict] = None) -> IngestReport:
         """Ingest a text given at run time. ``metadata['source_id']`` names it (default: ``text-<hash>``); the same
         ``source_id`` given again replaces the previous text.
@@ -81,7 +122,8 @@ class DocumentsAPI:
                  ) -> IngestReport:
         """Ingest a file a user uploaded in the chat (a BBF ``File``). Nothing is written to disk.
 
-        What it does depends on :attr:`uploads` (``rag.uploads``): ``session`` (the default) keeps the file to the
+        A session-scoped RAG (BAF's ``session_scoped=True``) adds it to its own store, the session's. Otherwise what it
+        does depends on :attr:`uploads` (``rag.uploads``): ``session`` (the default) keeps the file to the
         uploader's session, searched in its questions only and dropped when it ends (see
         :mod:`rag_plugin.session_uploads`); ``shared`` adds it to the documents everyone is answered from, if the bot
         allowed the session (:meth:`allow_shared_uploads`); ``off`` refuses it.
@@ -98,6 +140,8 @@ class DocumentsAPI:
         limit = self.max_upload_mb if max_mb is None else max_mb
         if self.uploads == 'off':
             return refused(file, 'uploads are turned off in this chat')
+        if self.session_scoped:  # BAF's per-session RAG: its store is the session's own
+            return decode_upload(self.ingestor, file, limit)
         session = session if session is not None else self._session_of(file)
         if self.uploads == 'shared':
             if session is None or not session.get(SHARED_UPLOADS_KEY):
@@ -120,7 +164,24 @@ class DocumentsAPI:
         session.set(SHARED_UPLOADS_KEY, bool(allowed))
 
     def _session_of(self, file: 'File') -> Optional['Session']:
-        """The one session of the bot whose last upload is this very ``file`` object (BBF's ``session.file``)."""
-        sessions = list((getattr(self._bot, '_sessions', None) or {}).values())
-        owners = [session for session in sessions if getattr(session, 'file', None) is file]
+        """The one session of the bot whose last upload is this very ``file`` object (BBF's ``session.file``, the
+        file of BAF's last event)."""
+        owners = [session for session in self.host.sessions(self._bot) if self.host.uploaded_file(session) is file]
         return owners[0] if len(owners) == 1 else None
+
+
+_FORMATS = {'pdf': PDF_EXTENSIONS, 'docx': DOCX_EXTENSIONS, 'txt': TEXT_EXTENSIONS, 'md': MARKDOWN_EXTENSIONS}
+"""BAF's document formats and the file extensions each covers."""
+
+
+def document_extensions(formats: Optional[list[str]]) -> tuple[str, ...]:
+    """The file extensions of BAF's format names (``pdf``, ``docx``, ``txt``, ``md``; all of them for None).
+
+    Raises:
+        ValueError: on a format that is not supported
+    """
+    names = [str(f).lower().lstrip('.') for f in (formats or _FORMATS)]
+    unknown = [name for name in names if name not in _FORMATS]
+    if unknown:
+        raise ValueError(f"Unsupported format(s) {', '.join(unknown)}. Supported formats: {tuple(_FORMATS)}")
+    return tuple(sorted({ext for name in names for ext in _FORMATS[name]}))

@@ -1,8 +1,8 @@
 """Definition of the bot properties within the ``rag`` section: the RAG's settings in the bot's ``config.ini``.
 
-Each setting is a BBF :class:`~besser.bot.core.property.Property` (``bot.get_property(RAG_K)``,
-``bot.set_property(RAG_K, 6)``), written in the bot's ``config.ini`` like BBF's own (``nlp.language``,
-``websocket.port``)::
+Each setting is a property of the host (``bot.get_property(RAG_K)``, ``bot.set_property(RAG_K, 6)``; shaped like
+BBF's and BAF's ``Property``, without importing either), written in the bot's ``config.ini`` like BBF's own
+(``nlp.language``, ``websocket.port``), or in a BAF agent's YAML properties (``rag: {k: 6}``)::
 
     [rag]
     rag.k = 6
@@ -12,7 +12,7 @@ A value is taken from the first of these that has it (:func:`resolve`):
 
 1. the argument given to ``RAG(...)`` (or to :func:`~rag_plugin.default_vector_store`, ...),
 2. the setting's environment variable, when it has one (``RAG_PLUGIN_STORE``, ...),
-3. the bot's properties: its ``config.ini`` (``bot.load_properties``) or ``bot.set_property``,
+3. the bot's properties: its ``config.ini`` or YAML (``load_properties``) or ``set_property``,
 4. the default below.
 
 In ``config.ini``, ``none`` (or an empty value) means no limit for the settings that accept it (``rag.answer_deadline``,
@@ -28,8 +28,7 @@ import textwrap
 from configparser import ConfigParser
 from typing import Any, Optional
 
-from besser.bot.core.property import Property
-
+from rag_plugin.host import config_value
 
 SECTION_RAG = 'rag'
 
@@ -96,8 +95,10 @@ BBF_NUM_PREVIOUS_MESSAGES = BBFDefault(0)
 """int: BBF's default ``num_previous_messages`` of ``RAG(...)``, marked as not given."""
 
 
-class Setting(Property):
-    """A RAG setting: a BBF property of the ``rag`` section (``rag.<name>``), with its environment variable.
+class Setting:
+    """A RAG setting: a host property of the ``rag`` section (``rag.<name>``), with its environment variable. It has
+    the attributes BBF's and BAF's ``get_property`` / ``set_property`` read (``section``, ``name``, ``type``,
+    ``default_value``).
 
     Args:
         name (str): the short name (the property is ``rag.<name>``; the ``RAG(...)`` argument has the same name)
@@ -109,6 +110,10 @@ class Setting(Property):
             None is kept, and ``none`` in ``config.ini`` means it
 
     Attributes:
+        section (str): ``rag``
+        name (str): ``rag.<name>``
+        type (type): the value's type
+        default_value (Any): the default
         short_name (str): the short name
         description (str): what it does
         env (str | None): the environment variable
@@ -117,7 +122,12 @@ class Setting(Property):
 
     def __init__(self, name: str, property_type: type, default_value: Any, description: str,
                  env: Optional[str] = None, nullable: bool = False):
-        super().__init__(SECTION_RAG, f'{SECTION_RAG}.{name}', property_type, default_value)
+        if default_value is not None and not isinstance(default_value, property_type):
+            raise TypeError(f'setting {name}: default {default_value!r} is not a {property_type.__name__}')
+        self.section: str = SECTION_RAG
+        self.name: str = f'{SECTION_RAG}.{name}'
+        self.type: type = property_type
+        self.default_value: Any = default_value
         self.short_name: str = name
         self.description: str = description
         self.env: Optional[str] = env
@@ -251,10 +261,12 @@ def resolve(setting: Setting, bot: Any = None, value: Any = UNSET) -> Any:
         return value
     if setting.env and os.environ.get(setting.env, '').strip():
         return setting.parse(os.environ[setting.env], f'environment variable {setting.env}')
-    config = getattr(bot, 'config', None)
-    if isinstance(config, ConfigParser) and config.has_option(setting.section, setting.name):
-        return setting.parse(config.get(setting.section, setting.name, raw=True), "the bot's properties (config.ini)")
-    return setting.default_value
+    found, value = config_value(bot, setting.section, setting.name)
+    if not found:
+        return setting.default_value
+    origin = "the bot's properties (config.ini)" if isinstance(getattr(bot, 'config', None), ConfigParser) else \
+        "the agent's properties"
+    return setting.parse(value if isinstance(value, str) else str(value), origin)
 
 
 def resolve_all(bot: Any = None, **values: Any) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Stream RAG answers over BBF's websocket platform.
+"""Stream RAG answers over BBF's or BAF's websocket platform (payloads made by the host, :mod:`rag_plugin.host`).
 
 :func:`reply_rag_streaming` is a drop-in for ``platform.reply_rag(session, session.run_rag())``: while a
 streaming-capable LLM writes the answer, the text written so far is sent as ``bot_reply_rag_partial`` payloads
@@ -16,10 +16,10 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Optional
 
-from besser.bot.exceptions.exceptions import PlatformMismatchError
-from besser.bot.platforms.payload import Payload, PayloadAction
+from rag_plugin.host import Host, host_of_session
 
 if TYPE_CHECKING:
+    from besser.bot.platforms.payload import Payload
     from besser.bot.core.session import Session
     from besser.bot.platforms.websocket.websocket_platform import WebSocketPlatform
 
@@ -29,17 +29,25 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 PARTIAL_ACTION = 'bot_reply_rag_partial'
-"""str: the payload action of a partial answer; its message is ``{'answer': <the text written so far>}``."""
+"""str: the payload action of a partial answer on BBF; its message is ``{'answer': <the text written so far>}``.
+On BAF it is ``agent_reply_rag_partial`` (the final answer's action, ``_partial``): see :func:`partial_action`."""
+
+
+def partial_action(host: Host) -> str:
+    """The action of a partial answer on a host: its RAG answer's action with ``_partial``."""
+    return f'{host.reply_rag_action}_partial'
+
 
 MIN_PARTIAL_INTERVAL = 0.05
 """float: the shortest time between two partial payloads, in seconds (later pieces are merged into the next one)."""
 
 
-def partial_payload(text: str) -> Payload:
-    """Build the payload of a partial answer (BBF's ``Payload`` takes an enum; its ``action`` is overridden)."""
-    payload = Payload(action=PayloadAction.BOT_REPLY_RAG, message={'answer': text})
-    payload.action = PARTIAL_ACTION
-    return payload
+def partial_payload(text: str, host: Optional[Host] = None) -> 'Payload':
+    """Build the payload of a partial answer on a host (BBF's, the default, or BAF's)."""
+    if host is None:
+        from rag_plugin.host.bbf import BBF
+        host = BBF
+    return host.payload(partial_action(host), {'answer': text})
 
 
 class PartialSender:
@@ -99,7 +107,7 @@ class PartialSender:
         self._last_sent_at = now
         self._last_sent = text
         try:
-            self._platform._send(self._session.id, partial_payload(text))
+            self._platform._send(self._session.id, partial_payload(text, host_of_session(self._session)))
             self.sent += 1
         except Exception as e:  # noqa: BLE001 - a closed connection must not break the generation
             logger.debug('[RAG] Could not send a partial answer to %s: %s', self._session.id, e)
@@ -123,10 +131,11 @@ def reply_rag_streaming(platform: 'WebSocketPlatform', session: 'Session', rag: 
     Returns:
         RAGMessage: the final answer (the one sent)
     """
+    host = host_of_session(session)
     if session.platform is not platform:
-        raise PlatformMismatchError(platform, session)
+        raise host.platform_mismatch(platform, session)
     if rag is None:
-        rag = session._bot.nlp_engine._rag
+        rag = host.rag_of(host.owner_of(session))
         if rag is None:
             raise ValueError('reply_rag_streaming: the bot has no RAG engine; create a rag_plugin.RAG first')
     sender = PartialSender(platform, session, min_interval)

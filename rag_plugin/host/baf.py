@@ -1,0 +1,68 @@
+"""The BESSER Agentic Framework 4.5 host (``baf``): an ``Agent`` with ``_agent`` on its sessions, flat (YAML)
+properties by name, ``agent_reply_rag`` payloads and a monitoring DB keyed by ``agent_name``. A RAG created with
+``session_scoped=True`` is not registered on the agent (BAF's semantics: ``session.session_rag = rag``). BAF is
+imported on first use."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from rag_plugin.host.base import Host, loaded_class
+
+
+class BAFHost(Host):
+    """The plugin's operations on a BAF 4.5 agent (see :class:`~rag_plugin.host.Host`)."""
+
+    name = 'baf'
+    reply_rag_action = 'agent_reply_rag'
+
+    def owns(self, owner: Any) -> bool:
+        agent_class = loaded_class('baf.core.agent', 'Agent')
+        return agent_class is not None and isinstance(owner, agent_class)
+
+    def owns_session(self, session: Any) -> bool:
+        session_class = loaded_class('baf.core.session', 'Session')
+        return session_class is not None and isinstance(session, session_class)
+
+    def owner_of(self, session: Any) -> Any:
+        return session._agent
+
+    def uploaded_file(self, session: Any) -> Any:
+        """BAF keeps no ``session.file``: the file of the last event, when it was a file event."""
+        return getattr(getattr(session, 'event', None), 'file', None)
+
+    def message(self, kind: str, content: Any, is_user: bool, timestamp: datetime) -> Any:
+        from baf.core.message import Message, MessageType
+        return Message(MessageType[kind], content, is_user, timestamp)
+
+    def message_from_row(self, type_value: str, content: Any, is_user: bool, timestamp: datetime) -> Any:
+        from baf.core.message import Message, get_message_type
+        return Message(get_message_type(type_value), content, is_user, timestamp)
+
+    def monitoring_db(self, session: Any) -> Any:
+        from baf.db import DB_MONITORING
+        agent = getattr(session, '_agent', None)
+        if agent is None or not hasattr(agent, 'get_property'):
+            return None
+        db = getattr(agent, '_monitoring_db', None)
+        if agent.get_property(DB_MONITORING) and db is not None and getattr(db, 'connected', False):
+            return db
+        return None
+
+    def chat_tables(self) -> tuple[str, str, str]:
+        from baf.db.monitoring_db import TABLE_CHAT, TABLE_SESSION
+        return TABLE_CHAT, TABLE_SESSION, 'agent_name'
+
+    def payload(self, action: str, message: Any) -> Any:
+        from baf.platforms.payload import Payload, PayloadAction
+        payload = Payload(action=PayloadAction.AGENT_REPLY_RAG, message=message)
+        payload.action = action
+        return payload
+
+    def platform_mismatch(self, platform: Any, session: Any) -> Exception:
+        from baf.exceptions.exceptions import PlatformMismatchError
+        return PlatformMismatchError(platform, session)
+
+
+BAF = BAFHost()
+"""BAFHost: the one instance."""

@@ -1,0 +1,156 @@
+"""What the plugin needs of the framework a RAG plugs into (see :mod:`rag_plugin.host`): the BESSER Bot Framework 1.5 (``besser.bot``) or the BESSER Agentic Framework 4.5
+(``baf``), detected from the first argument of ``RAG(...)``, never configured.
+
+Everything the plugin does to its host goes through a :class:`Host`: registering the RAG with the NLP engine, the
+LLM registry, the sessions and their owner, chat-history messages and the monitoring DB, the websocket platform's
+payloads, and the host's properties. :class:`Host` itself is "no framework" (the command line's
+:class:`~rag_plugin.standalone.StandaloneBot`); :class:`~rag_plugin.host.bbf.BBFHost` and
+:class:`~rag_plugin.host.baf.BAFHost` import their framework lazily, so importing this package imports neither.
+
+A framework object is recognised by type, without importing the framework: an object can only be an instance of a
+framework's class once that class's module is loaded (:func:`loaded_class`).
+"""
+from __future__ import annotations
+
+import sys
+from configparser import ConfigParser
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+from typing import Any, Optional
+
+from rag_plugin.errors import RAGPluginError
+
+
+class HostError(RAGPluginError, ValueError):
+    """The first argument of ``RAG(...)`` is neither a BBF bot, a BAF agent nor a standalone bot."""
+
+
+def loaded_class(module: str, name: str) -> Optional[type]:
+    """A framework's class when its module is already imported, else None (no object can be an instance of it)."""
+    loaded = sys.modules.get(module)
+    return getattr(loaded, name, None) if loaded is not None else None
+
+
+class PlainMessageType(Enum):
+    """The message types the plugin writes to a history outside a framework (the names BBF and BAF use)."""
+
+    STR = 'str'
+    MARKDOWN = 'markdown'
+    RAG_ANSWER = 'rag_answer'
+
+
+@dataclass
+class PlainMessage:
+    """A chat message outside a framework, shaped like BBF's and BAF's ``Message`` (``type``, ``content``,
+    ``is_user``, ``timestamp``)."""
+
+    type: PlainMessageType
+    content: Any
+    is_user: bool
+    timestamp: datetime
+
+
+@dataclass
+class PlainPayload:
+    """A websocket payload outside a framework (``action``, ``message``), for a platform double."""
+
+    action: str
+    message: Any
+
+
+class Host:
+    """What the plugin needs of its host; this base class is "no framework" (a standalone bot or a test double
+    with an ``nlp_engine``), and each framework overrides what differs.
+
+    Attributes:
+        name (str): ``standalone``, ``bbf`` or ``baf``
+        reply_rag_action (str): the websocket payload action of a RAG answer
+    """
+
+    name: str = 'standalone'
+    reply_rag_action: str = 'bot_reply_rag'
+
+    # ---- the owner: the bot or the agent ------------------------------------------------------------------------
+    def owns(self, owner: Any) -> bool:
+        """Whether ``owner`` is this framework's bot (or agent)."""
+        return owner is not None and hasattr(owner, 'nlp_engine')
+
+    def owns_session(self, session: Any) -> bool:
+        """Whether ``session`` is one of this framework's sessions."""
+        return False
+
+    def owner_of(self, session: Any) -> Any:
+        """The bot (or agent) a session belongs to."""
+        return getattr(session, '_bot', None) or getattr(session, '_agent', None)
+
+    def nlp_engine(self, owner: Any) -> Any:
+        """The owner's NLP engine (where the LLMs and the RAG are registered)."""
+        return owner.nlp_engine
+
+    def llms(self, owner: Any) -> dict:
+        """The owner's LLM registry, by name."""
+        return self.nlp_engine(owner)._llms
+
+    def register_rag(self, owner: Any, rag: Any) -> None:
+        """Make ``rag`` the one ``session.run_rag()`` uses."""
+        self.nlp_engine(owner)._rag = rag
+
+    def rag_of(self, owner: Any) -> Any:
+        """The RAG registered on the owner, or None."""
+        return getattr(self.nlp_engine(owner), '_rag', None)
+
+    def prepare(self, owner: Any) -> None:
+        """Whatever the framework needs before a RAG runs on it (nothing here)."""
+
+    def sessions(self, owner: Any) -> list:
+        """The owner's open sessions."""
+        return list((getattr(owner, '_sessions', None) or {}).values())
+
+    def uploaded_file(self, session: Any) -> Any:
+        """The file the session's user uploaded last, or None."""
+        return getattr(session, 'file', None)
+
+    # ---- properties ---------------------------------------------------------------------------------------------
+    def config_value(self, owner: Any, section: str, name: str) -> tuple[bool, Any]:
+        """The owner's value of a property, as ``(found, value)``: a ``config.ini`` (BBF's ConfigParser: the raw
+        text) or a flat mapping by property name (BAF's YAML, flattened: the value as loaded)."""
+        config = getattr(owner, 'config', None)
+        if isinstance(config, ConfigParser):
+            if config.has_option(section, name):
+                return True, config.get(section, name, raw=True)
+            return False, None
+        if isinstance(config, dict) and config.get(name) is not None:
+            return True, config[name]
+        return False, None
+
+    # ---- history ------------------------------------------------------------------------------------------------
+    def message(self, kind: str, content: Any, is_user: bool, timestamp: datetime) -> Any:
+        """A chat message of the framework's type (``kind``: ``STR`` or ``RAG_ANSWER``)."""
+        return PlainMessage(PlainMessageType[kind], content, is_user, timestamp)
+
+    def message_from_row(self, type_value: str, content: Any, is_user: bool, timestamp: datetime) -> Any:
+        """A chat message from a monitoring-DB row (its type stored as the enum's value)."""
+        kind = next((t for t in PlainMessageType if t.value == type_value), PlainMessageType.STR)
+        return PlainMessage(kind, content, is_user, timestamp)
+
+    def monitoring_db(self, session: Any) -> Any:
+        """The owner's monitoring DB when it is on and connected, else None."""
+        return None
+
+    def chat_tables(self) -> tuple[str, str, str]:
+        """The monitoring DB's chat table, session table and the session table's owner column."""
+        return 'chat', 'session', 'bot_name'
+
+    # ---- platforms ----------------------------------------------------------------------------------------------
+    def payload(self, action: str, message: Any) -> Any:
+        """A websocket payload with any action (the frameworks' ``Payload`` takes an enum; its action is set after)."""
+        return PlainPayload(action, message)
+
+    def platform_mismatch(self, platform: Any, session: Any) -> Exception:
+        """The framework's error for a session answered on another platform."""
+        return HostError(f'session {getattr(session, "id", session)} is not on platform {type(platform).__name__}')
+
+
+STANDALONE = Host()
+"""Host: no framework (the command line, scripts, tests)."""

@@ -1,0 +1,97 @@
+"""The BESSER Bot Framework 1.5 host (``besser.bot``): a ``Bot`` with ``_bot`` on its sessions, ``config.ini``
+properties, ``bot_reply_rag`` payloads and a monitoring DB keyed by ``bot_name``. BBF is imported on first use."""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+from datetime import datetime
+from typing import Any
+
+from rag_plugin.host.base import Host, loaded_class
+
+logger = logging.getLogger(__name__)
+
+
+def uses_bbf_ui(bot: Any) -> bool:
+    """Whether a BBF bot has a websocket platform that will start BBF's Streamlit UI."""
+    return any(getattr(platform, '_use_ui', False) for platform in getattr(bot, '_platforms', None) or [])
+
+
+def ensure_streamlit_on_path(bot: Any) -> bool:
+    """Make BBF's UI command findable for a bot that uses it: when ``streamlit`` is not on ``PATH`` but is installed
+    beside the running interpreter, that folder is put first on ``PATH`` (the UI then runs in the same environment).
+
+    Args:
+        bot (Bot): the bot
+
+    Returns:
+        bool: whether ``PATH`` was changed
+    """
+    if not uses_bbf_ui(bot) or shutil.which('streamlit'):
+        return False
+    folder = os.path.dirname(sys.executable)
+    if not shutil.which('streamlit', path=folder):
+        return False
+    os.environ['PATH'] = folder + os.pathsep + os.environ.get('PATH', '')
+    logger.info("[RAG] BBF's UI: 'streamlit' found in %s (put on PATH)", folder)
+    return True
+
+
+class BBFHost(Host):
+    """The plugin's operations on a BBF 1.5 bot (see :class:`~rag_plugin.host.Host`)."""
+
+    name = 'bbf'
+    reply_rag_action = 'bot_reply_rag'
+
+    def owns(self, owner: Any) -> bool:
+        bot_class = loaded_class('besser.bot.core.bot', 'Bot')
+        return bot_class is not None and isinstance(owner, bot_class)
+
+    def owns_session(self, session: Any) -> bool:
+        session_class = loaded_class('besser.bot.core.session', 'Session')
+        return session_class is not None and isinstance(session, session_class)
+
+    def owner_of(self, session: Any) -> Any:
+        return session._bot
+
+    def prepare(self, owner: Any) -> None:
+        """BBF's own UI is started as the command ``streamlit``: make it findable (:func:`ensure_streamlit_on_path`)."""
+        ensure_streamlit_on_path(owner)
+
+    def message(self, kind: str, content: Any, is_user: bool, timestamp: datetime) -> Any:
+        from besser.bot.core.message import Message, MessageType
+        return Message(MessageType[kind], content, is_user, timestamp)
+
+    def message_from_row(self, type_value: str, content: Any, is_user: bool, timestamp: datetime) -> Any:
+        from besser.bot.core.message import Message, get_message_type
+        return Message(get_message_type(type_value), content, is_user, timestamp)
+
+    def monitoring_db(self, session: Any) -> Any:
+        from besser.bot.db import DB_MONITORING
+        bot = getattr(session, '_bot', None)
+        if bot is None or not hasattr(bot, 'get_property'):
+            return None
+        db = getattr(bot, '_monitoring_db', None)
+        if bot.get_property(DB_MONITORING) and db is not None and getattr(db, 'connected', False):
+            return db
+        return None
+
+    def chat_tables(self) -> tuple[str, str, str]:
+        from besser.bot.db.monitoring_db import TABLE_CHAT, TABLE_SESSION
+        return TABLE_CHAT, TABLE_SESSION, 'bot_name'
+
+    def payload(self, action: str, message: Any) -> Any:
+        from besser.bot.platforms.payload import Payload, PayloadAction
+        payload = Payload(action=PayloadAction.BOT_REPLY_RAG, message=message)
+        payload.action = action
+        return payload
+
+    def platform_mismatch(self, platform: Any, session: Any) -> Exception:
+        from besser.bot.exceptions.exceptions import PlatformMismatchError
+        return PlatformMismatchError(platform, session)
+
+
+BBF = BBFHost()
+"""BBFHost: the one instance."""
