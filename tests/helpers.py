@@ -16,12 +16,13 @@ def build_rag(store, llm: Any = 'extractive', bot=None, splitter=None, **kwargs)
     ``'test-llm'``; None is the extractive one. ``bot`` defaults to a new :class:`StandaloneBot`; ``splitter`` to
     ``default_splitter()``; other keyword arguments go to :class:`RAG`.
     """
-    from rag_plugin import RAG, ChatModelLLM, ExtractiveLLM, StandaloneBot, default_splitter
+    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter
     bot = bot or StandaloneBot()
     if llm is None or isinstance(llm, str):
         ExtractiveLLM(bot)
         name = llm or 'extractive'
     else:
+        from rag_plugin import ChatModelLLM  # a BBF LLM: imported only when a test wraps a chat model
         name = ChatModelLLM(bot, 'test-llm', llm).name
     return RAG(bot, store, splitter if splitter is not None else default_splitter(), name, **kwargs)
 

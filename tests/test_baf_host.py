@@ -1,0 +1,145 @@
+"""The plugin on the BESSER Agentic Framework 4.5 (package ``baf``): host detection, BAF's RAG API additions
+(``load_documents``, ``add_text``, ``is_empty``, ``clear``, ``session_scoped`` with a store factory) and a real agent
+answering over BAF's websocket platform. Runs in the BAF venv only (``make test-baf``)."""
+import contextlib
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import BotClient, free_port
+
+pytestmark = pytest.mark.baf
+
+PDFS = Path(__file__).resolve().parent.parent / 'data' / 'pdfs'
+
+
+def _agent(name: str = 'test_agent'):
+    from baf.core.agent import Agent
+    return Agent(name)
+
+
+def test_a_baf_agent_is_detected_by_type_without_bbf():
+    from rag_plugin.host import BAF, STANDALONE, HostError, host_of
+    from rag_plugin.standalone import StandaloneBot
+    assert host_of(_agent()) is BAF
+    assert host_of(StandaloneBot()) is STANDALONE
+    with pytest.raises(HostError, match='BBF bot or BAF agent'):
+        host_of('not an agent')
+    assert 'besser' not in sys.modules
+
+
+def test_rag_registers_on_the_agent_and_reads_its_properties(corpus_store):
+    from rag_plugin import RAG, ExtractiveLLM, default_splitter
+    from rag_plugin.settings import RAG_K
+    agent = _agent()
+    agent.set_property(RAG_K, 6)
+    ExtractiveLLM(agent)
+    rag = RAG(agent, corpus_store, default_splitter(), 'extractive')
+    assert agent.nlp_engine._rag is rag and rag.host.name == 'baf'
+    assert rag.k == 6
+    answer = rag.run('How long do deleted notes stay in the trash?')  # BAF's order: run(message, session)
+    assert '30 days' in answer.answer and answer.sources[0]['source'] == 'getting_started.pdf'
+
+
+def test_load_documents_add_text_is_empty_and_clear(tmp_path, embeddings):
+    from rag_plugin import RAG, ExtractiveLLM, default_splitter, default_vector_store
+    agent = _agent()
+    ExtractiveLLM(agent)
+    rag = RAG(agent, default_vector_store(str(tmp_path / 'store'), embeddings), default_splitter(), 'extractive')
+    assert rag.is_empty()
+    added = rag.load_documents(str(PDFS), ['pdf'])
+    assert added > 0 and not rag.is_empty()
+    assert rag.load_documents(str(PDFS), ['pdf']) == 0  # unchanged files are not added again
+    with pytest.raises(ValueError, match='Unsupported format'):
+        rag.load_documents(str(PDFS), ['xls'])
+    rag.clear()
+    assert rag.is_empty()
+    assert rag.run('How long do deleted notes stay in the trash?').abstained
+    rag.add_text('The Zorblax reactor is refuelled every 17 days by the night crew.', {'source_id': 'reactor'})
+    assert not rag.is_empty()
+    assert '17 days' in rag.run('How often is the Zorblax reactor refuelled?').answer
+    assert rag.load_documents(str(PDFS)) == added  # after clear, the same files are ingested again
+
+
+def test_session_scoped_rags_each_get_their_own_store_from_the_factory(tmp_path, embeddings):
+    from rag_plugin import RAG, ExtractiveLLM, default_splitter, default_vector_store
+    agent = _agent()
+    ExtractiveLLM(agent)
+    made = []
+
+    def factory():
+        made.append(default_vector_store(str(tmp_path / f'store{len(made)}'), embeddings))
+        return made[-1]
+
+    first = RAG(agent, factory, default_splitter(), 'extractive', session_scoped=True)
+    second = RAG(agent, factory, default_splitter(), 'extractive', session_scoped=True)
+    assert agent.nlp_engine._rag is None  # a session's RAG is not the agent's
+    assert [first.vector_store, second.vector_store] == made and made[0] is not made[1]
+    first.add_text('The Zorblax reactor is refuelled every 17 days.', {'source_id': 'reactor'})
+    assert not first.is_empty() and second.is_empty()
+    assert second.run('How often is the Zorblax reactor refuelled?').abstained
+
+
+@contextlib.contextmanager
+def running_agent(setup):
+    """A real BAF agent with the websocket platform (no UI) on a free 127.0.0.1 port; yields ``(agent, port)``."""
+    from baf.platforms import websocket
+    agent = _agent()
+    port = free_port()
+    agent.set_property(websocket.WEBSOCKET_HOST, '127.0.0.1')
+    agent.set_property(websocket.WEBSOCKET_PORT, port)
+    platform = agent.use_websocket_platform(use_ui=False)
+    setup(agent, platform)
+    agent.run(sleep=False)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(('127.0.0.1', port), timeout=1):
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError('the agent did not start listening')
+            time.sleep(0.1)
+        yield agent, port
+    finally:
+        stopper = threading.Thread(target=agent.stop, daemon=True)
+        stopper.start()
+        stopper.join(10)
+
+
+def test_baf_agent_answers_over_websocket_with_sources(corpus_store):
+    from baf.core.session import Session
+
+    from rag_plugin import RAG, ExtractiveLLM, default_splitter
+
+    def setup(agent, platform):
+        ExtractiveLLM(agent)
+        RAG(agent, corpus_store, default_splitter(), 'extractive')
+        initial = agent.new_state('initial', initial=True)
+        answer = agent.new_state('answer')
+
+        def initial_body(session: Session) -> None:  # BAF checks a body's annotations
+            session.reply('Hi!')
+        initial.set_body(initial_body)
+        initial.when_no_intent_matched().go_to(answer)
+
+        def answer_body(session: Session) -> None:
+            platform.reply_rag(session, session.run_rag(session.event.message))
+        answer.set_body(answer_body)
+        answer.when_no_intent_matched().go_to(answer)
+
+    with running_agent(setup) as (agent, port):
+        client = BotClient(port)
+        try:
+            assert client.wait_for('agent_reply_str', timeout=30)['message'] == 'Hi!'
+            client.send('How long do deleted notes stay in the trash?')
+            message = client.wait_for('agent_reply_rag', timeout=60)['message']
+            assert '30 days' in message['answer'] and message['llm_name'] == 'extractive'
+            top = message['docs'][0]['metadata']
+            assert (top['source'], top['page']) == ('getting_started.pdf', 4)
+            assert message['sources'][0]['source'] == 'getting_started.pdf'
+            assert message['abstained'] is False
+        finally:
+            client.close()
