@@ -1,6 +1,6 @@
 """The RAG with BBF 1.5's API (a drop-in for ``besser.bot.nlp.rag.rag.RAG``): a façade over its parts, built from
-its settings by :mod:`rag_plugin.build`; questions are answered by :mod:`rag_plugin.pipeline`, documents are added by
-:mod:`rag_plugin.rag_documents`, agents get context from :mod:`rag_plugin.rag_context`.
+its settings by :mod:`rag_plugin._build`; questions are answered by :mod:`rag_plugin._pipeline`, documents are added by
+:mod:`rag_plugin._rag_documents`, agents get context from :mod:`rag_plugin._rag_context`.
 """
 from __future__ import annotations
 
@@ -11,19 +11,19 @@ from langchain_core.vectorstores import VectorStore
 from langchain_text_splitters import TextSplitter
 
 from rag_plugin.augment import DEFAULT_LLM_PROMPT
-from rag_plugin.build import build_parts, rag_settings
+from rag_plugin._build import build_parts, rag_settings
 from rag_plugin.cache import SemanticCache
 from rag_plugin.cache.stage import corpus_version
 from rag_plugin.channels.bbf_ui import ensure_streamlit_on_path
-from rag_plugin.components import RAGComponents
+from rag_plugin._components import RAGComponents
 from rag_plugin.generate.extractive import is_extractive
 from rag_plugin.guard import CorpusSignals
 from rag_plugin.ingest.loaders import PDF_EXTENSIONS
 from rag_plugin.message import RAGMessage
-from rag_plugin.pipeline import (LAST_RAG_MESSAGE_KEY, SCOPE_KEY, STORE_UNAVAILABLE_ANSWER, AnswerPipeline, check_k,
+from rag_plugin._pipeline import (LAST_RAG_MESSAGE_KEY, SCOPE_KEY, STORE_UNAVAILABLE_ANSWER, AnswerPipeline, check_k,
                                  find_llm, llm_refused)
-from rag_plugin.rag_context import ContextAPI
-from rag_plugin.rag_documents import MAX_UPLOAD_MB, DocumentsAPI
+from rag_plugin._rag_context import ContextAPI
+from rag_plugin._rag_documents import MAX_UPLOAD_MB, DocumentsAPI
 from rag_plugin.retrieve import Retriever
 from rag_plugin.settings import BBF_K, BBF_NUM_PREVIOUS_MESSAGES, UNSET
 
@@ -51,7 +51,7 @@ class RAG(DocumentsAPI, ContextAPI):
         llm_name (str): the name of the LLM that answers, created on the bot before
         llm_prompt (str): the instructions for the LLM; :any:`DEFAULT_LLM_PROMPT` if none is provided
         k (int): number of chunks to retrieve (4)
-        num_previous_messages (int): previous messages in the prompt (0; see :mod:`rag_plugin.history`)
+        num_previous_messages (int): previous messages in the prompt (0; see :mod:`rag_plugin._history`)
         relevance_threshold (float): minimum score of the best chunk to answer at all (default: the embedding
             model's calibration, 0.2 for MiniLM; see :mod:`rag_plugin.guard` for ``rag.coverage_below``,
             ``rag.word_similarity`` and ``rag.vocabulary_languages``)
@@ -94,7 +94,7 @@ class RAG(DocumentsAPI, ContextAPI):
         closest_on_llm_refusal (bool): a generative LLM's refusal shows the closest passages (else not found)
         max_upload_mb (float): files uploaded in the chat larger than this are refused (:meth:`add_file`)
         uploads (str): what a file uploaded in the chat does: ``session``, ``shared`` or ``off`` (``rag.uploads``)
-        session_uploads (SessionUploads): each session's own uploads (see :mod:`rag_plugin.session_uploads`)
+        session_uploads (SessionUploads): each session's own uploads (see :mod:`rag_plugin._session_uploads`)
         tracer (TraceWriter | None): the per-call trace, when on
         cache (SemanticCache | None): the semantic answer cache, when on
     """
@@ -144,7 +144,7 @@ class RAG(DocumentsAPI, ContextAPI):
     @property
     def retriever(self) -> Retriever:
         """The retriever (:class:`~rag_plugin.retrieve.Retriever`); another one may be set, and is then wired to
-        ingestion as :class:`~rag_plugin.build.RetrieverSlot` says."""
+        ingestion as :class:`~rag_plugin._build.RetrieverSlot` says."""
         return self._retriever.current
 
     @retriever.setter
@@ -157,7 +157,7 @@ class RAG(DocumentsAPI, ContextAPI):
         return self._retriever.signals()
 
     def components(self) -> RAGComponents:
-        """The parts of this RAG a stage uses, as they are now (see :class:`~rag_plugin.components.RAGComponents`)."""
+        """The parts of this RAG a stage uses, as they are now (see :class:`~rag_plugin._components.RAGComponents`)."""
         return RAGComponents(
             vector_store=self.vector_store, ledger=getattr(self.ingestor, 'ledger', None),
             on_change=self.ingestor.on_change, retriever=self.retriever, guard=self.guard, signals=self.signals,
@@ -220,7 +220,7 @@ class RAG(DocumentsAPI, ContextAPI):
     def run(self, session: 'Session' = None, message: str = None, llm_prompt: str = None, llm_name: str = None,
             k: int = None, num_previous_messages: int = None, filter: Optional[dict] = None,
             on_partial: Optional[Callable[[str], None]] = None) -> RAGMessage:
-        """Run the RAG engine (:class:`~rag_plugin.pipeline.AnswerPipeline`). LLM and store failures never raise: the
+        """Run the RAG engine (:class:`~rag_plugin._pipeline.AnswerPipeline`). LLM and store failures never raise: the
         answer degrades and the failure is logged; a caller's mistake raises. The question is cleaned of invalid
         Unicode and cut to :attr:`max_question_chars` (the answer's ``note`` then says so). An overview question ("what
         is this about?") is answered with the documents in scope and their topics, without a search.

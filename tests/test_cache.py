@@ -75,7 +75,7 @@ def cache(**kwargs):
 # ---- hit and miss ----------------------------------------------------------------------------------------------------
 def test_a_repeated_question_in_other_words_is_a_hit_with_the_stored_answer(make_rag, tmp_path):
     from rag_plugin.channels.events import last_rag_message, rag_outcome
-    from rag_plugin.trace import format_record, read_trace
+    from rag_plugin._trace import format_record, read_trace
     rag = make_rag(cache=cache(), trace_file=str(tmp_path / 'trace.jsonl'))
     first = rag.run(message=TRASH)
     assert not first.cached and '30 days' in first.answer and first.confidence in ('high', 'medium')
@@ -127,7 +127,7 @@ def test_another_question_is_a_miss(make_rag):
     ('How big is the offline cache on desktop?', 'How big is the offline cache on mobile?'),
 ])
 def test_a_near_miss_is_refused_and_answered_afresh(make_rag, tmp_path, stored, asked):
-    from rag_plugin.trace import read_trace
+    from rag_plugin._trace import read_trace
     rag = make_rag(cache=cache(), trace_file=str(tmp_path / 'trace.jsonl'))
     assert not rag.run(message=stored).abstained
     result = rag.run(message=asked)
@@ -141,7 +141,7 @@ def test_a_near_miss_is_refused_and_answered_afresh(make_rag, tmp_path, stored, 
 # ---- the wording rules: rewordings hit, near-misses are refused (docs/cache.md) -------------------------------------
 def stored_then_asked(make_rag, tmp_path, stored, asked):
     """Ask ``stored`` (its answer must be stored), then ``asked``: the second answer and its trace record."""
-    from rag_plugin.trace import read_trace
+    from rag_plugin._trace import read_trace
     trace = str(tmp_path / 'trace.jsonl')
     rag = make_rag(cache=cache(), trace_file=trace)
     assert not rag.run(message=stored).abstained
@@ -222,7 +222,7 @@ def test_the_wording_rules_read_one_spelling_and_what_the_corpus_writes():
 
 # ---- what is never stored --------------------------------------------------------------------------------------------
 def test_an_abstention_is_never_stored(make_rag, tmp_path):
-    from rag_plugin.trace import read_trace
+    from rag_plugin._trace import read_trace
     rag = make_rag(cache=cache(), trace_file=str(tmp_path / 'trace.jsonl'))
     for _ in range(2):
         assert rag.run(message='Who won the 2018 FIFA World Cup?').abstained

@@ -80,7 +80,7 @@ def test_trace_lines_are_json_with_the_retrieved_chunk_ids(make_rag, tmp_path):
     assert first['guard']['abstain'] is False and first['guard']['threshold'] == rag.guard.threshold
     assert {'history', 'retrieve', 'generate', 'total'} <= set(first['latency_ms'])
     assert lines[1]['guard']['abstain'] is True and lines[1]['generation'] is None
-    from rag_plugin.trace import format_record
+    from rag_plugin._trace import format_record
     assert 'retrieval: 4 chunk(s)' in format_record(first)
 
 
@@ -133,7 +133,7 @@ def test_generation_faults_through_the_websocket_bot(corpus_store):
 
 
 def test_readable_trace_shows_the_guard_reason_and_errors():
-    from rag_plugin.trace import format_record
+    from rag_plugin._trace import format_record
     record = {'question': 'q', 'query': 'q', 'outcome': 'abstained', 'retrieved': [],
               'guard': {'best_score': 0.31, 'threshold': 0.25, 'abstain': True, 'confidence': 'low',
                         'reason': 'the documents never mention: kitchen'}, 'latency_ms': {}, 'answer': 'no'}

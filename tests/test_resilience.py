@@ -27,7 +27,7 @@ def test_long_and_invalid_questions_over_the_websocket_bot(corpus_store, tmp_pat
     from websockets.exceptions import ConnectionClosedError
 
     from rag_plugin import RAG, ExtractiveLLM, default_splitter
-    from rag_plugin.trace import read_trace
+    from rag_plugin._trace import read_trace
     trace = tmp_path / 'trace.jsonl'
 
     def rag_factory(bot):
@@ -68,7 +68,7 @@ def test_the_demo_bot_limits_websocket_messages_above_the_upload_limit():
 
 
 def test_the_trace_survives_text_no_encoder_takes(tmp_path):
-    from rag_plugin.trace import TraceWriter, read_trace
+    from rag_plugin._trace import TraceWriter, read_trace
     writer = TraceWriter(str(tmp_path / 't.jsonl'))
     writer.write({'question': 'a\ud800b'})
     assert read_trace(writer.path) == [{'question': 'a\ud800b'}]  # written as a JSON escape, read back as it was
@@ -86,7 +86,7 @@ def test_lone_surrogates_over_http(make_rag):
 
 
 def test_clean_text_and_cut_question():
-    from rag_plugin.inputs import clean_text, cut_question
+    from rag_plugin._inputs import clean_text, cut_question
     assert clean_text('ok é 😀') == 'ok é 😀'
     assert clean_text('a\ud800b\udfff') == 'a\ufffdb\ufffd'
     assert clean_text('\ud83d\ude00') == '😀'  # a pair left as two code points is joined
@@ -171,7 +171,7 @@ def test_a_store_failure_is_finished_as_every_other_reply(make_rag, tmp_path):
     from conftest import ChatSession
 
     from rag_plugin.rag import LAST_RAG_MESSAGE_KEY, STORE_UNAVAILABLE_ANSWER
-    from rag_plugin.trace import read_trace
+    from rag_plugin._trace import read_trace
     trace = tmp_path / 'trace.jsonl'
     rag = make_rag(trace_file=str(trace))
     session = ChatSession('outage')
@@ -214,7 +214,7 @@ def _openai_rag(store, server, bot=None, **kwargs):
 
 
 def test_black_hole_llm_degrades_within_the_deadline_then_the_breaker_skips_it(corpus_store, tmp_path):
-    from rag_plugin.trace import read_trace
+    from rag_plugin._trace import read_trace
     trace = tmp_path / 'trace.jsonl'
     with FakeOpenAIServer() as server:
         server.responder = lambda request: 'The API allows 600 requests per minute [1].'
@@ -257,7 +257,7 @@ def test_follow_up_rewrite_shares_the_deadline(corpus_store, tmp_path):
     from besser.bot.core.bot import Bot
     from besser.bot.core.session import Session
 
-    from rag_plugin.trace import read_trace
+    from rag_plugin._trace import read_trace
     trace = tmp_path / 'trace.jsonl'
     with FakeOpenAIServer() as server:
         server.responder = lambda request: 'The offline cache keeps notes on the device [1].'

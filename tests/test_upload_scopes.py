@@ -192,7 +192,7 @@ def test_an_own_chunk_takes_a_shared_ones_place_only_when_as_close_in_meaning():
     for "how do I get my coworkers in?", above a shared chunk of cosine 0.26."""
     from langchain_core.documents import Document
 
-    from rag_plugin.session_uploads import merge
+    from rag_plugin._session_uploads import merge
 
     def chunk(name: str, score: float, rank_score: float) -> Document:
         return Document(name, metadata={'source_id': name, 'score': score, 'rank_score': rank_score})

@@ -105,7 +105,7 @@ def test_a_follow_up_is_answered_from_its_own_question(make_rag):
 def test_answerer_refusal_shows_the_closest_passages_with_its_reason_in_the_trace(make_rag, tmp_path):
     """No sentence supports the question enough to answer: the documents are on its subject, so the reply says it
     found no direct answer and shows the closest passages with their sources (not "not in the documents")."""
-    from rag_plugin.outcome import CLOSEST_PREFACE
+    from rag_plugin._outcome import CLOSEST_PREFACE
     trace = tmp_path / 'trace.jsonl'
     rag = make_rag(trace_file=str(trace))
     rag.generator.fallback.min_support = rag._nlp_engine._llms['extractive'].answerer.min_support = 0.99

@@ -21,7 +21,7 @@ from fake_openai_server import FakeOpenAIServer
 
 from rag_plugin.channels.webchat_ui import render
 from rag_plugin.channels.webchat_ui.client import ChatConnection
-from rag_plugin.outcome import CLOSEST_PREFACE
+from rag_plugin._outcome import CLOSEST_PREFACE
 
 CHROMIUM = os.environ.get('RAG_PLUGIN_CHROMIUM', '/usr/bin/chromium')
 CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',

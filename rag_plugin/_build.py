@@ -3,7 +3,7 @@
 :func:`rag_settings` resolves every setting the RAG reads (argument > environment > the bot's ``[rag]`` properties >
 default, see :mod:`rag_plugin.settings`); :func:`build_parts` turns them into the components (:class:`RAGParts`): the
 retriever wired to the ingestor (:class:`RetrieverSlot`), the store checked, the guard set from the embedding model's
-calibration. ``RAG.__init__`` calls both; nothing here answers a question (:mod:`rag_plugin.pipeline` does).
+calibration. ``RAG.__init__`` calls both; nothing here answers a question (:mod:`rag_plugin._pipeline` does).
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from rag_plugin.embeddings.memo import RecentQueries
 from rag_plugin.generate.extractive import ExtractiveAnswerer
 from rag_plugin.generate.resilient import ResilientGenerator
 from rag_plugin.guard import CorpusSignals, RelevanceGuard, WordSimilarity
-from rag_plugin.history import ConversationHistory
+from rag_plugin._history import ConversationHistory
 from rag_plugin.ingest import Ingestor, ledger_for
 from rag_plugin.ingest.check import check_embeddings
 from rag_plugin.ingest.fingerprint import SettingsChanged
@@ -33,12 +33,12 @@ from rag_plugin.ingest.limits import ParseLimits
 from rag_plugin.rerank import SentenceReranker
 from rag_plugin.retrieve import HidesChunks, Retriever, SearchHooks, default_retriever, lexical_of
 from rag_plugin.rewrite import QueryRewriter
-from rag_plugin.session_uploads import SessionUploads
+from rag_plugin._session_uploads import SessionUploads
 from rag_plugin.settings import UNSET, resolve_all
 from rag_plugin.store import corpus_store
-from rag_plugin.trace import TraceWriter
+from rag_plugin._trace import TraceWriter
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger('rag_plugin.build')  # logger names are public: no underscore
 
 RAG_SETTINGS = (
     'k', 'num_previous_messages', 'relevance_threshold', 'min_coverage', 'max_unknown', 'coverage_below',

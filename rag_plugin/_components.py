@@ -16,19 +16,19 @@ from langchain_core.vectorstores import VectorStore
 if TYPE_CHECKING:
     from besser.bot.nlp.llm.llm import LLM
 
-    from rag_plugin.build import WriteCount
+    from rag_plugin._build import WriteCount
     from rag_plugin.cache.stage import CacheStage
     from rag_plugin.context import ContextEngine
     from rag_plugin.generate.extractive import ExtractiveAnswerer
     from rag_plugin.generate.resilient import ResilientGenerator
     from rag_plugin.guard import CorpusSignals, RelevanceGuard
-    from rag_plugin.history import ConversationHistory
+    from rag_plugin._history import ConversationHistory
     from rag_plugin.rerank import SentenceReranker
     from rag_plugin.retrieve import Retriever
     from rag_plugin.rewrite import QueryRewriter
-    from rag_plugin.session_uploads import SessionUploads
+    from rag_plugin._session_uploads import SessionUploads
     from rag_plugin.store.ledger import Ledger
-    from rag_plugin.trace import TraceWriter
+    from rag_plugin._trace import TraceWriter
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The answer pipeline of :meth:`rag_plugin.rag.RAG.run`: retrieve -> guard -> augment -> generate -> deliver.
 
 :class:`AnswerPipeline` checks a run's inputs (:meth:`AnswerPipeline.question`) and runs the question through the
-stages over the RAG's parts as they are at that call (:class:`~rag_plugin.components.RAGComponents`); ingestion is
+stages over the RAG's parts as they are at that call (:class:`~rag_plugin._components.RAGComponents`); ingestion is
 not its business. Each way a run ends (an overview, a cached answer, the store's failure, an answer, the closest
 passages, not found) is an :class:`Exit`, and every exit goes through one finishing step
 (:meth:`AnswerPipeline.finish`): the session's history, the answer cache, the session's last message (which the
@@ -16,20 +16,20 @@ from typing import TYPE_CHECKING, Callable, Optional
 from langchain_core.documents import Document
 
 from rag_plugin.cache.stage import CacheTurn
-from rag_plugin.citations import answer_category, list_sources, resolve_citations
-from rag_plugin.components import RAGComponents
+from rag_plugin._citations import answer_category, list_sources, resolve_citations
+from rag_plugin._components import RAGComponents
 from rag_plugin.context.intents import is_overview_question
 from rag_plugin.context.scope import Scope
 from rag_plugin.generate.extractive import is_extractive
 from rag_plugin.generate.refusal import is_refusal
 from rag_plugin.generate.resilient import Generation
 from rag_plugin.guard import GuardDecision
-from rag_plugin.inputs import check_filter, check_question, cut_question
+from rag_plugin._inputs import check_filter, check_question, cut_question
 from rag_plugin.message import ANSWER, NOT_FOUND, UNAVAILABLE, RAGMessage, abstention
-from rag_plugin.outcome import closest_reply
-from rag_plugin.search import Search, with_own_words
+from rag_plugin._outcome import closest_reply
+from rag_plugin._search import Search, with_own_words
 from rag_plugin.store.budget import store_budget
-from rag_plugin.trace import StageTimer, run_record
+from rag_plugin._trace import StageTimer, run_record
 
 if TYPE_CHECKING:
     from besser.bot.core.session import Session
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from rag_plugin.context.engine import Overview
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger('rag_plugin.pipeline')  # logger names are public: no underscore
 
 STORE_UNAVAILABLE_ANSWER = "I can't search the documents right now; please try again later."
 """str: the answer when the vector store fails."""
