@@ -4,6 +4,7 @@ import json
 import pytest
 from conftest import RecordingChatModel
 from fake_openai_server import FakeOpenAIServer
+from helpers import build_rag
 
 from rag_plugin.generate.refusal import REFUSAL_SENTENCE, is_refusal
 
@@ -113,12 +114,12 @@ def test_without_closest_on_llm_refusal_the_refusal_is_not_found(make_rag):
 
 
 def test_a_refusal_from_an_openai_compatible_server_in_spanish(make_rag):
-    from rag_plugin import RAG, StandaloneBot, default_splitter, openai_llm
+    from rag_plugin import StandaloneBot, openai_llm
     with FakeOpenAIServer() as server:
         server.responder = lambda request: 'Lo siento, los fragmentos proporcionados no mencionan esa información.'
         bot = StandaloneBot()
         llm = openai_llm(bot, 'gpt-4o-mini', api_key='sk-test', base_url=server.base_url, timeout=5)
-        rag = RAG(bot, make_rag().vector_store, default_splitter(), llm.name)
+        rag = build_rag(make_rag().vector_store, llm, bot)
         refused = rag.run(message='How long do deleted notes stay in the trash?')
         server.responder = lambda request: 'Deleted notes are not kept after 30 days [1].'
         answered = rag.run(message='How long do deleted notes stay in the trash?')

@@ -9,6 +9,7 @@ import pytest
 from conftest import ROOT, BotClient, running_bot, simple_rag_states
 from fake_openai_server import FakeOpenAIServer
 from fastapi.testclient import TestClient
+from helpers import build_rag
 
 QUESTION = 'What is the API rate limit?'
 
@@ -26,13 +27,11 @@ def test_long_and_invalid_questions_over_the_websocket_bot(corpus_store, tmp_pat
     from besser.bot.platforms import websocket
     from websockets.exceptions import ConnectionClosedError
 
-    from rag_plugin import RAG, ExtractiveLLM, default_splitter
     from rag_plugin._trace import read_trace
     trace = tmp_path / 'trace.jsonl'
 
     def rag_factory(bot):
-        ExtractiveLLM(bot)
-        return RAG(bot, corpus_store, default_splitter(), 'extractive', trace_file=str(trace))
+        return build_rag(corpus_store, bot=bot, trace_file=str(trace))
 
     with running_bot(lambda bot, platform: simple_rag_states(bot, platform, rag_factory),
                      properties={websocket.WEBSOCKET_MAX_SIZE: 2_000_000}) as (bot, port):
@@ -205,10 +204,10 @@ def test_embeddings_down_is_503_naming_them(make_rag):
 
 # ---- a black-hole LLM: deadline and circuit breaker ------------------------------------------------------------------
 def _openai_rag(store, server, bot=None, **kwargs):
-    from rag_plugin import RAG, StandaloneBot, default_splitter, openai_llm
+    from rag_plugin import StandaloneBot, openai_llm
     bot = bot or StandaloneBot()
     llm = openai_llm(bot, 'gpt-4o-mini', api_key='k', base_url=server.base_url, timeout=30)
-    rag = RAG(bot, store, default_splitter(), llm.name, llm_timeout=30, **kwargs)
+    rag = build_rag(store, llm, bot, llm_timeout=30, **kwargs)
     rag.generator.backoff_initial, rag.generator.backoff_max = 0.05, 0.1
     return rag
 

@@ -8,6 +8,7 @@ import time
 import pytest
 from conftest import BotClient, ChatSession, RecordingChatModel, running_bot
 from fastapi.testclient import TestClient
+from helpers import build_rag
 
 PLANTED = """# Refund desk
 
@@ -246,13 +247,11 @@ def test_websocket_sessions_never_see_each_others_uploads(corpus_store):
 
     from besser.bot.core.session import Session
 
-    from rag_plugin import RAG, ExtractiveLLM, default_splitter
     from rag_plugin.channels.webchat import describe_ingestion
     rags = []
 
     def setup(bot, platform):
-        ExtractiveLLM(bot)
-        rag = RAG(bot, corpus_store, default_splitter(), 'extractive')
+        rag = build_rag(corpus_store, bot=bot)
         rags.append(rag)
         initial, answer, upload = bot.new_state('initial', initial=True), bot.new_state('answer'), \
             bot.new_state('upload')

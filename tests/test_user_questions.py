@@ -2,6 +2,7 @@
 import json
 
 import pytest
+from helpers import build_rag
 from langchain_core.documents import Document
 
 
@@ -145,10 +146,8 @@ def test_answer_level_evaluation_reports_citations_evidence_and_per_question_row
 def test_spanish_and_catalan_questions_over_their_documents(question, tmp_path):
     from pathlib import Path
 
-    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
-    bot = StandaloneBot()
-    ExtractiveLLM(bot)
-    rag = RAG(bot, default_vector_store(str(tmp_path / 'store')), default_splitter(), 'extractive')
+    from rag_plugin import default_vector_store
+    rag = build_rag(default_vector_store(str(tmp_path / 'store')))
     rag.ingest(str(Path(__file__).resolve().parents[1] / 'data' / 'eval' / 'pdfs_es_ca'))
     result = rag.run(message=question)
     assert not result.abstained and result.cited
