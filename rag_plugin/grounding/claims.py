@@ -98,7 +98,7 @@ def read_answer(answer: str) -> list[Line]:
         for piece in pieces:
             marks = MARKERS.match(piece)
             if merged and marks:  # "... 30 days. [1] Next" -> the markers belong to the sentence before
-                merged[-1] += piece[:marks.end()]
+                merged[-1] += ' ' + piece[:marks.end()].strip()
                 piece = piece[marks.end():].strip()
             if piece:
                 merged.append(piece)
