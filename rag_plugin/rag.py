@@ -92,6 +92,7 @@ class RAG(DocumentsAPI, ContextAPI):
         not_found_answer (str): the answer when nothing relevant is found
         max_question_chars (int): longer questions are cut to this many characters
         closest_on_llm_refusal (bool): a generative LLM's refusal shows the closest passages (else not found)
+        grounding (GroundingCheck): checks each sentence of an answer against the fragments (``rag.grounding``)
         max_upload_mb (float): files uploaded in the chat larger than this are refused (:meth:`add_file`)
         uploads (str): what a file uploaded in the chat does: ``session``, ``shared`` or ``off`` (``rag.uploads``)
         session_uploads (SessionUploads): each session's own uploads (see :mod:`rag_plugin._session_uploads`)
@@ -136,7 +137,7 @@ class RAG(DocumentsAPI, ContextAPI):
         self.guard, self.prompt_builder, self.generator = parts.guard, parts.prompt_builder, parts.generator
         self.ingestor, self.session_uploads, self.history = parts.ingestor, parts.session_uploads, parts.history
         self.rewriter, self.tracer, self.cache = parts.rewriter, parts.tracer, parts.cache
-        self.closest_answerer, self.reranker = parts.closest_answerer, parts.reranker
+        self.closest_answerer, self.reranker, self.grounding = parts.closest_answerer, parts.reranker, parts.grounding
         self._cache_stage, self._writes = parts.cache_stage, parts.writes
         self._context, self._pipeline = None, AnswerPipeline(self.components)  # the context engine: on first use
         self._nlp_engine._rag = self
@@ -167,6 +168,7 @@ class RAG(DocumentsAPI, ContextAPI):
             num_previous_messages=self.num_previous_messages, max_question_chars=self.max_question_chars,
             closest_on_llm_refusal=self.closest_on_llm_refusal, history=self.history, rewriter=self.rewriter,
             session_uploads=self.session_uploads, reranker=self.reranker, closest_answerer=self.closest_answerer,
+            grounding=self.grounding,
             cache_stage=self._cache_stage, tracer=self.tracer, writes=self._writes, context=lambda: self.context)
 
     def is_generative(self, llm_name: Optional[str] = None) -> bool:
