@@ -622,7 +622,7 @@ def check_leaks(traces: dict[int, list[dict]], sessions: list[SessionLog],
        record out, e.g. one written while an ingestion ran).
 
     Args:
-        traces (dict[int, list[dict]]): each replica's trace records (:func:`rag_plugin.trace.read_trace`)
+        traces (dict[int, list[dict]]): each replica's trace records (:func:`rag_plugin._trace.read_trace`)
         sessions (list[SessionLog]): what every chat session sent and received
         epoch (Callable): the store state a record was answered in (None: one state)
 
@@ -887,7 +887,7 @@ def run_replicas(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             for bot in bots:
                 bot.stop()
-        from rag_plugin.trace import read_trace
+        from rag_plugin._trace import read_trace
         traces = {}
         for i, bot in enumerate(bots):
             path = os.path.join(workdir, f'trace-{bot.port}.jsonl')

@@ -22,8 +22,8 @@ from besser.bot.core.bot import Bot  # noqa: E402
 from besser.bot.core.session import Session  # noqa: E402
 from besser.bot.platforms import websocket  # noqa: E402
 
-from rag_plugin import RAG, RAGMessage, default_llm, default_splitter, store_from_env  # noqa: E402
-from rag_plugin.rag import LAST_RAG_MESSAGE_KEY  # noqa: E402
+from rag_plugin import (LAST_RAG_MESSAGE_KEY, RAG, RAGMessage, default_llm, default_splitter,  # noqa: E402
+                        store_from_env)
 from rag_plugin.channels.events import on_rag_outcomes  # noqa: E402
 from rag_plugin.channels.webchat import describe_ingestion, use_rag_webchat  # noqa: E402
 from rag_plugin.channels.websocket import reply_rag_streaming  # noqa: E402

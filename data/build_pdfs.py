@@ -31,7 +31,7 @@ from pathlib import Path
 try:
     from fpdf import FPDF
 except ModuleNotFoundError:  # one line naming the extra, not a traceback
-    from rag_plugin.extras import MissingExtra
+    from rag_plugin._extras import MissingExtra
     missing = MissingExtra('dev', 'the sample corpus builder (fpdf2)')
     if __name__ == '__main__':
         sys.exit(str(missing))

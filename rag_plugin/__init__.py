@@ -18,6 +18,7 @@ from rag_plugin._lazy import lazy_exports  # noqa: E402
 _EXPORTS = {
     'RAG': 'rag_plugin.rag',
     'RAGMessage': 'rag_plugin.message',
+    'LAST_RAG_MESSAGE_KEY': 'rag_plugin.rag',
     'ExtractiveLLM': 'rag_plugin.generate.extractive',
     'ExtractiveAnswerer': 'rag_plugin.generate.extractive',
     'ChatModelLLM': 'rag_plugin.generate.chat_model',

@@ -212,7 +212,7 @@ def observe(rag, items, words: Sequence[float], progress: bool = False) -> list[
     import tempfile
 
     from rag_plugin.evaluation import on_gold
-    from rag_plugin.trace import TraceWriter, read_trace
+    from rag_plugin._trace import TraceWriter, read_trace
     from rag_plugin.text import language
     guard, calibration = rag.guard, rag.calibration
     saved = (guard.threshold, guard.coverage_below, guard.max_unknown, guard.word_similarity, rag.tracer,

@@ -5,7 +5,7 @@ so ``except ValueError`` (or ``ImportError``, ``RuntimeError``, ``TimeoutError``
 
     RAGPluginError
      ├── StoreDamaged                        a store's files cannot be read as a store (``ingest --repair``)
-     ├── MissingExtra (ImportError)          an optional part is not installed (rag_plugin.extras)
+     ├── MissingExtra (ImportError)          an optional part is not installed (rag_plugin._extras)
      ├── SettingsChanged (ValueError)        a store of another embedding model (rag_plugin.ingest.fingerprint)
      ├── StoreBusy (RuntimeError)            another process kept the store's write lock (rag_plugin.store.locks)
      ├── SkipFile                            a file that cannot be ingested, with the reason (rag_plugin.ingest.document)
@@ -14,7 +14,7 @@ so ``except ValueError`` (or ``ImportError``, ``RuntimeError``, ``TimeoutError``
      ├── LLMSkipped (RuntimeError)           the LLM's circuit breaker is open (rag_plugin.generate.resilient)
      ├── CacheUnavailable                    the shared answer cache cannot be reached (rag_plugin.cache.backends)
      ├── UsageError                          a command-line mistake the user can fix (rag_plugin.cli.common)
-     └── _NotAllowed (ValueError)            JSON the HTTP API refuses (rag_plugin.http_guards)
+     └── _NotAllowed (ValueError)            JSON the HTTP API refuses (rag_plugin._http_guards)
 
 ``tests/test_errors.py`` walks the package and fails on an exception class that is not under :class:`RAGPluginError`.
 """

@@ -23,7 +23,7 @@ Only check 1 ends a run as ``not_found`` (an honest "not in the documents", no L
 well enough, for questions asked in everyday words, whether the documents answer (measured: README, "The guard and
 graded answers"):
 when they fail, the guard is *unsure*, and the run shows the closest passages instead of an answer
-(:mod:`rag_plugin.outcome`), so that being wrong costs the user little either way.
+(:mod:`rag_plugin._outcome`), so that being wrong costs the user little either way.
 """
 from __future__ import annotations
 

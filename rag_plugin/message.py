@@ -83,6 +83,9 @@ class RAGMessage:
         outcome (str): ``answer``, ``closest`` (the closest passages, shown as such: ``sources`` are exactly the
             passages shown), ``not_found`` or ``unavailable`` (the store failed); by default ``not_found`` when
             ``abstained``, ``unavailable`` when also ``degraded``, else ``answer``
+        grounding (dict | None): what the grounding check found and did, per sentence
+            (:meth:`rag_plugin.grounding.Grounding.to_dict`: ``mode``, counts, and ``sentences`` with ``text``,
+            ``cited``, ``supportedBy``, ``score``, ``action``); None when the check did not run (no answer)
 
     Attributes:
         llm_name (str): the name of the LLM that generated the answer
@@ -99,13 +102,14 @@ class RAGMessage:
         cached (bool): whether the answer comes from the answer cache
         note (str | None): what the user should know about how the question was taken (None: nothing)
         outcome (str): ``answer``, ``closest``, ``not_found`` or ``unavailable``
+        grounding (dict | None): what the grounding check found and did (None: it did not run)
     """
 
     def __init__(self, llm_name: str, question: str, answer: str, docs: list[Document],
                  sources: Optional[list[dict]] = None, confidence: str = 'low', abstained: bool = False,
                  degraded: bool = False, query: Optional[str] = None, cited: Optional[list[int]] = None,
                  category: Optional[str] = None, cached: bool = False, note: Optional[str] = None,
-                 outcome: Optional[str] = None):
+                 outcome: Optional[str] = None, grounding: Optional[dict] = None):
         self.llm_name: str = llm_name
         self.question: str = question
         self.answer: str = answer
@@ -124,6 +128,7 @@ class RAGMessage:
         if outcome not in OUTCOMES:
             raise ValueError(f'outcome must be one of {", ".join(OUTCOMES)}, got {outcome!r}')
         self.outcome: str = outcome
+        self.grounding: Optional[dict] = grounding
 
     def to_dict(self) -> dict:
         """Return BBF's keys (``llm_name``, ``question``, ``answer``, ``docs``) plus this plugin's fields."""
@@ -134,7 +139,7 @@ class RAGMessage:
         result.update({
             'sources': self.sources, 'confidence': self.confidence, 'abstained': self.abstained,
             'degraded': self.degraded, 'query': self.query, 'cited': self.cited, 'category': self.category,
-            'cached': self.cached, 'note': self.note, 'outcome': self.outcome,
+            'cached': self.cached, 'note': self.note, 'outcome': self.outcome, 'grounding': self.grounding,
         })
         return result
 
@@ -147,7 +152,8 @@ class RAGMessage:
                    sources=data.get('sources'), confidence=data.get('confidence', 'low'),
                    abstained=bool(data.get('abstained')), degraded=bool(data.get('degraded')),
                    query=data.get('query'), cited=data.get('cited'), category=data.get('category'),
-                   cached=bool(data.get('cached')), note=data.get('note'), outcome=data.get('outcome'))
+                   cached=bool(data.get('cached')), note=data.get('note'), outcome=data.get('outcome'),
+                   grounding=data.get('grounding'))
 
 
 def abstention(llm_name: str, question: str, answer: str, outcome: str = NOT_FOUND, query: Optional[str] = None,

@@ -1,7 +1,7 @@
 """The RAG with BBF 1.5's API (a drop-in for ``besser.bot.nlp.rag.rag.RAG``) and BAF 4.5's (``baf.nlp.rag.rag.RAG``),
-on either framework (see :mod:`rag_plugin.host`): a façade over its parts, built from
-its settings by :mod:`rag_plugin.build`; questions are answered by :mod:`rag_plugin.pipeline`, documents are added by
-:mod:`rag_plugin.rag_documents`, agents get context from :mod:`rag_plugin.rag_context`.
+on either framework (see :mod:`rag_plugin.host`): a façade over its parts, built from its settings by
+:mod:`rag_plugin._build`; questions are answered by :mod:`rag_plugin._pipeline`, documents are added by
+:mod:`rag_plugin._rag_documents`, agents get context from :mod:`rag_plugin._rag_context`.
 """
 from __future__ import annotations
 
@@ -12,19 +12,19 @@ from langchain_core.vectorstores import VectorStore
 from langchain_text_splitters import TextSplitter
 
 from rag_plugin.augment import DEFAULT_LLM_PROMPT
-from rag_plugin.build import build_parts, rag_settings
+from rag_plugin._build import build_parts, rag_settings
 from rag_plugin.cache import SemanticCache
 from rag_plugin.cache.stage import corpus_version
-from rag_plugin.components import RAGComponents
+from rag_plugin._components import RAGComponents
 from rag_plugin.generate.extractive import is_extractive
 from rag_plugin.guard import CorpusSignals
 from rag_plugin.host import host_of
 from rag_plugin.ingest.loaders import PDF_EXTENSIONS
 from rag_plugin.message import RAGMessage
-from rag_plugin.pipeline import (LAST_RAG_MESSAGE_KEY, SCOPE_KEY, STORE_UNAVAILABLE_ANSWER, AnswerPipeline, check_k,
+from rag_plugin._pipeline import (LAST_RAG_MESSAGE_KEY, SCOPE_KEY, STORE_UNAVAILABLE_ANSWER, AnswerPipeline, check_k,
                                  find_llm, llm_refused)
-from rag_plugin.rag_context import ContextAPI
-from rag_plugin.rag_documents import MAX_UPLOAD_MB, DocumentsAPI
+from rag_plugin._rag_context import ContextAPI
+from rag_plugin._rag_documents import MAX_UPLOAD_MB, DocumentsAPI
 from rag_plugin.retrieve import Retriever
 from rag_plugin.settings import BBF_K, BBF_NUM_PREVIOUS_MESSAGES, UNSET
 
@@ -57,7 +57,7 @@ class RAG(DocumentsAPI, ContextAPI):
         llm_name (str): the name of the LLM that answers, created on the bot before
         llm_prompt (str): the instructions for the LLM; :any:`DEFAULT_LLM_PROMPT` if none is provided
         k (int): number of chunks to retrieve (4)
-        num_previous_messages (int): previous messages in the prompt (0; see :mod:`rag_plugin.history`)
+        num_previous_messages (int): previous messages in the prompt (0; see :mod:`rag_plugin._history`)
         session_scoped (bool): BAF's per-session RAG: not registered as the agent's RAG (``session.run_rag()``), but
             assigned to one session (``session.session_rag = rag``, answered by ``session.run_session_rag()``)
         relevance_threshold (float): minimum score of the best chunk to answer at all (default: the embedding
@@ -102,9 +102,10 @@ class RAG(DocumentsAPI, ContextAPI):
         not_found_answer (str): the answer when nothing relevant is found
         max_question_chars (int): longer questions are cut to this many characters
         closest_on_llm_refusal (bool): a generative LLM's refusal shows the closest passages (else not found)
+        grounding (GroundingCheck): checks each sentence of an answer against the fragments (``rag.grounding``)
         max_upload_mb (float): files uploaded in the chat larger than this are refused (:meth:`add_file`)
         uploads (str): what a file uploaded in the chat does: ``session``, ``shared`` or ``off`` (``rag.uploads``)
-        session_uploads (SessionUploads): each session's own uploads (see :mod:`rag_plugin.session_uploads`)
+        session_uploads (SessionUploads): each session's own uploads (see :mod:`rag_plugin._session_uploads`)
         tracer (TraceWriter | None): the per-call trace, when on
         cache (SemanticCache | None): the semantic answer cache, when on
     """
@@ -149,7 +150,7 @@ class RAG(DocumentsAPI, ContextAPI):
         self.guard, self.prompt_builder, self.generator = parts.guard, parts.prompt_builder, parts.generator
         self.ingestor, self.session_uploads, self.history = parts.ingestor, parts.session_uploads, parts.history
         self.rewriter, self.tracer, self.cache = parts.rewriter, parts.tracer, parts.cache
-        self.closest_answerer, self.reranker = parts.closest_answerer, parts.reranker
+        self.closest_answerer, self.reranker, self.grounding = parts.closest_answerer, parts.reranker, parts.grounding
         self._cache_stage, self._writes = parts.cache_stage, parts.writes
         self._context, self._pipeline = None, AnswerPipeline(self.components)  # the context engine: on first use
         if not self.session_scoped:
@@ -158,7 +159,7 @@ class RAG(DocumentsAPI, ContextAPI):
     @property
     def retriever(self) -> Retriever:
         """The retriever (:class:`~rag_plugin.retrieve.Retriever`); another one may be set, and is then wired to
-        ingestion as :class:`~rag_plugin.build.RetrieverSlot` says."""
+        ingestion as :class:`~rag_plugin._build.RetrieverSlot` says."""
         return self._retriever.current
 
     @retriever.setter
@@ -171,7 +172,7 @@ class RAG(DocumentsAPI, ContextAPI):
         return self._retriever.signals()
 
     def components(self) -> RAGComponents:
-        """The parts of this RAG a stage uses, as they are now (see :class:`~rag_plugin.components.RAGComponents`)."""
+        """The parts of this RAG a stage uses, as they are now (see :class:`~rag_plugin._components.RAGComponents`)."""
         return RAGComponents(
             vector_store=self.vector_store, ledger=getattr(self.ingestor, 'ledger', None),
             on_change=self.ingestor.on_change, retriever=self.retriever, guard=self.guard, signals=self.signals,
@@ -181,6 +182,7 @@ class RAG(DocumentsAPI, ContextAPI):
             num_previous_messages=self.num_previous_messages, max_question_chars=self.max_question_chars,
             closest_on_llm_refusal=self.closest_on_llm_refusal, history=self.history, rewriter=self.rewriter,
             session_uploads=self.session_uploads, reranker=self.reranker, closest_answerer=self.closest_answerer,
+            grounding=self.grounding,
             cache_stage=self._cache_stage, tracer=self.tracer, writes=self._writes, context=lambda: self.context)
 
     def is_generative(self, llm_name: Optional[str] = None) -> bool:
@@ -234,7 +236,7 @@ class RAG(DocumentsAPI, ContextAPI):
     def run(self, session: 'Session' = None, message: str = None, llm_prompt: str = None, llm_name: str = None,
             k: int = None, num_previous_messages: int = None, filter: Optional[dict] = None,
             on_partial: Optional[Callable[[str], None]] = None) -> RAGMessage:
-        """Run the RAG engine (:class:`~rag_plugin.pipeline.AnswerPipeline`). LLM and store failures never raise: the
+        """Run the RAG engine (:class:`~rag_plugin._pipeline.AnswerPipeline`). LLM and store failures never raise: the
         answer degrades and the failure is logged; a caller's mistake raises. The question is cleaned of invalid
         Unicode and cut to :attr:`max_question_chars` (the answer's ``note`` then says so). An overview question ("what
         is this about?") is answered with the documents in scope and their topics, without a search.

@@ -8,11 +8,11 @@ Safe by default: an API key (header ``X-API-Key``; 401 when it is missing or wro
 for, and then only for this machine (the ``Host`` must be a localhost name: DNS rebinding); a rate limit per client
 address and per key (429 with ``Retry-After``); no CORS unless origins are given; ``/docs`` and ``/openapi.json``
 behind the key; a request-size limit (413, checked on ``Content-Length`` and on the body actually received); and
-127.0.0.1 as the default address (see :mod:`rag_plugin.http_guards`). Errors by kind: a caller's mistake is a 4xx
+127.0.0.1 as the default address (see :mod:`rag_plugin._http_guards`). Errors by kind: a caller's mistake is a 4xx
 with a short message (a body not sent as ``Content-Type: application/json`` is a 415 saying so; a 422 names the
 fields and never echoes what was sent; NaN, Infinity, deep nesting and oversized lists are 422s); a part that is down
 (the store, the embedding model) is a 503 that names it, on every endpoint that needs it; never a 500. Text is
-cleaned of invalid Unicode on the way in (:func:`rag_plugin.inputs.clean_text`); a question over 4,000 characters is
+cleaned of invalid Unicode on the way in (:func:`rag_plugin._inputs.clean_text`); a question over 4,000 characters is
 cut, as everywhere, and the reply's ``note`` says so::
 
     python -m rag_plugin serve --port 8000 --api-key "$KEY"      # or env RAG_PLUGIN_API_KEY
@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterable, Literal, Optional, Union
 
-from rag_plugin.extras import require
+from rag_plugin._extras import require
 
 require('fastapi', 'server', 'the HTTP API')  # one line naming the extra when FastAPI is not installed
 
@@ -36,11 +36,11 @@ from fastapi.responses import HTMLResponse, JSONResponse  # noqa: E402
 from fastapi.security import APIKeyHeader  # noqa: E402
 from pydantic import BaseModel, ConfigDict, Field, model_validator  # noqa: E402
 
-from rag_plugin.api_defaults import (API_KEY_ENV, DEFAULT_HOST, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT,  # noqa: E402,F401
+from rag_plugin._api_defaults import (API_KEY_ENV, DEFAULT_HOST, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT,  # noqa: E402,F401
                                      DEFAULT_RATE_LIMIT, FAILED_AUTH_COST, LOCAL_HOSTS)
-from rag_plugin.http_guards import (HostCheck, RateLimit, StrictJSONRoute, TokenBuckets, address_bucket,  # noqa: E402
+from rag_plugin._http_guards import (HostCheck, RateLimit, StrictJSONRoute, TokenBuckets, address_bucket,  # noqa: E402
                                     key_matches, send_json)
-from rag_plugin.inputs import clean_text  # noqa: E402
+from rag_plugin._inputs import clean_text  # noqa: E402
 from rag_plugin.settings import DEFAULT_MAX_QUESTION_CHARS  # noqa: E402
 from rag_plugin.store import corpus_store, scope_filter  # noqa: E402
 
@@ -54,7 +54,7 @@ MAX_ERRORS_SHOWN = 5
 
 MAX_SCOPE_TAGS = 100
 """int: the most tags a request's scope may name (800 overflowed the store's query: see
-:data:`rag_plugin.inputs.MAX_FILTER_CLAUSES`)."""
+:data:`rag_plugin._inputs.MAX_FILTER_CLAUSES`)."""
 
 MAX_SCOPE_SOURCES = 1000
 """int: the most source ids a request's scope may list."""
@@ -244,7 +244,7 @@ def create_app(rag: 'RAG', api_key: Optional[str] = None, max_body_bytes: int = 
             ``/openapi.json`` too)
         max_body_bytes (int): larger request bodies get 413
         allow_no_auth (bool): without ``api_key``, serve without a key anyway: only requests whose ``Host`` is a
-            localhost name (:data:`~rag_plugin.api_defaults.LOCAL_HOSTS`) or in ``allowed_hosts`` are answered
+            localhost name (:data:`~rag_plugin._api_defaults.LOCAL_HOSTS`) or in ``allowed_hosts`` are answered
         allowed_hosts (Iterable[str]): more ``Host`` names to answer; with a key, when given, only these and the
             localhost names are answered (default: any)
         cors_origins (Iterable[str]): web origins allowed to call the API from a browser (default: none, and no

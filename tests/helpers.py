@@ -13,17 +13,24 @@ def build_rag(store, llm: Any = 'extractive', bot=None, splitter=None, **kwargs)
 
     ``llm`` is an LLM name (default ``'extractive'``): the offline :class:`ExtractiveLLM` is registered on the bot and
     the RAG uses that name; or a LangChain chat model, registered (wrapped in :class:`ChatModelLLM`) as
-    ``'test-llm'``; None is the extractive one. ``bot`` defaults to a new :class:`StandaloneBot`; ``splitter`` to
-    ``default_splitter()``; other keyword arguments go to :class:`RAG`.
+    ``'test-llm'``; or an LLM already registered on ``bot`` (``openai_llm(bot, ...)``), used by its name; None is the
+    extractive one. ``bot`` defaults to a new :class:`StandaloneBot`; ``splitter`` to ``default_splitter()``; other
+    keyword arguments go to :class:`RAG`.
     """
+    from langchain_core.language_models import BaseChatModel
+
     from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter
-    bot = bot or StandaloneBot()
     if llm is None or isinstance(llm, str):
+        bot = bot or StandaloneBot()
         ExtractiveLLM(bot)
         name = llm or 'extractive'
-    else:
-        from rag_plugin import ChatModelLLM  # a BBF LLM: imported only when a test wraps a chat model
+    elif isinstance(llm, BaseChatModel):
+        from rag_plugin import ChatModelLLM
+        bot = bot or StandaloneBot()
         name = ChatModelLLM(bot, 'test-llm', llm).name
+    else:
+        assert bot is not None, 'an LLM object is registered on a bot: pass that bot'
+        name = llm.name
     return RAG(bot, store, splitter if splitter is not None else default_splitter(), name, **kwargs)
 
 

@@ -28,6 +28,11 @@ Not ``rag_plugin`` itself: its names are imported lazily from every layer."""
 STORE_MUST_NOT_IMPORT = ('rag_plugin.ingest', 'rag_plugin.rag', 'rag_plugin.defaults', 'rag_plugin.generate')
 """tuple[str, ...]: the layers above the store, named in the failure message when one of them is imported."""
 
+PUBLIC_MODULES = ('rag', 'message', 'settings', 'defaults', 'errors', 'server', 'standalone', 'calibrate',
+                  'retrieve', 'rewrite', 'rerank', 'guard', 'augment')
+"""tuple[str, ...]: the top-level modules of ``rag_plugin/`` that are public (users import them, or the pipeline's
+stages); every other top-level helper module is private (``_name.py``), behind ``rag_plugin/__init__.py``'s exports."""
+
 MAX_LINES = 450
 """int: the most lines a module of the package may have (one job per module)."""
 
@@ -280,6 +285,17 @@ def test_no_import_cycle_between_parts():
     parts = package_graph(import_graph())
     found = cycles(parts)
     assert not found, 'import cycles between parts: ' + ' | '.join(_describe(c, parts) for c in found)
+
+
+def test_every_top_level_module_is_private_or_named_public():
+    # A new helper module is private (_name.py) unless it is added to PUBLIC_MODULES on purpose: the public API is
+    # what rag_plugin/__init__.py exports (docs/architecture.md, "Packages and modules").
+    top = {path.stem for path in ROOT.glob('*.py')} - {'__init__', '__main__'}
+    assert {'rag', '_lazy'} <= top
+    stray = sorted(name for name in top if not name.startswith('_') and name not in PUBLIC_MODULES)
+    assert not stray, f'top-level modules neither private (_name.py) nor in PUBLIC_MODULES: {stray}'
+    missing = sorted(name for name in PUBLIC_MODULES if name not in top)
+    assert not missing, f'PUBLIC_MODULES names modules that do not exist: {missing}'
 
 
 def test_no_module_is_over_450_lines():

@@ -15,7 +15,7 @@ import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
 from conftest import BotClient, RecordingChatModel, free_port, running_bot, simple_rag_states
-from helpers import subprocess_env
+from helpers import build_rag, subprocess_env
 
 ROOT = Path(__file__).resolve().parent.parent
 REDIS_URL = 'redis://127.0.0.1:6379/0'
@@ -75,7 +75,7 @@ def cache(**kwargs):
 # ---- hit and miss ----------------------------------------------------------------------------------------------------
 def test_a_repeated_question_in_other_words_is_a_hit_with_the_stored_answer(make_rag, tmp_path):
     from rag_plugin.channels.events import last_rag_message, rag_outcome
-    from rag_plugin.trace import format_record, read_trace
+    from rag_plugin._trace import format_record, read_trace
     rag = make_rag(cache=cache(), trace_file=str(tmp_path / 'trace.jsonl'))
     first = rag.run(message=TRASH)
     assert not first.cached and '30 days' in first.answer and first.confidence in ('high', 'medium')
@@ -127,7 +127,7 @@ def test_another_question_is_a_miss(make_rag):
     ('How big is the offline cache on desktop?', 'How big is the offline cache on mobile?'),
 ])
 def test_a_near_miss_is_refused_and_answered_afresh(make_rag, tmp_path, stored, asked):
-    from rag_plugin.trace import read_trace
+    from rag_plugin._trace import read_trace
     rag = make_rag(cache=cache(), trace_file=str(tmp_path / 'trace.jsonl'))
     assert not rag.run(message=stored).abstained
     result = rag.run(message=asked)
@@ -141,7 +141,7 @@ def test_a_near_miss_is_refused_and_answered_afresh(make_rag, tmp_path, stored, 
 # ---- the wording rules: rewordings hit, near-misses are refused (docs/cache.md) -------------------------------------
 def stored_then_asked(make_rag, tmp_path, stored, asked):
     """Ask ``stored`` (its answer must be stored), then ``asked``: the second answer and its trace record."""
-    from rag_plugin.trace import read_trace
+    from rag_plugin._trace import read_trace
     trace = str(tmp_path / 'trace.jsonl')
     rag = make_rag(cache=cache(), trace_file=trace)
     assert not rag.run(message=stored).abstained
@@ -222,7 +222,7 @@ def test_the_wording_rules_read_one_spelling_and_what_the_corpus_writes():
 
 # ---- what is never stored --------------------------------------------------------------------------------------------
 def test_an_abstention_is_never_stored(make_rag, tmp_path):
-    from rag_plugin.trace import read_trace
+    from rag_plugin._trace import read_trace
     rag = make_rag(cache=cache(), trace_file=str(tmp_path / 'trace.jsonl'))
     for _ in range(2):
         assert rag.run(message='Who won the 2018 FIFA World Cup?').abstained
@@ -300,12 +300,8 @@ def test_an_ingestion_invalidates_what_came_before(make_rag):
 
 def test_a_store_without_version_falls_back_to_this_process_writes(make_rag):
     from langchain_core.vectorstores import InMemoryVectorStore
-    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter
     rag = make_rag()
-    bot = StandaloneBot()
-    ExtractiveLLM(bot)
-    other = RAG(bot, InMemoryVectorStore(rag.vector_store.embeddings), default_splitter(), 'extractive',
-                cache=cache())
+    other = build_rag(InMemoryVectorStore(rag.vector_store.embeddings), cache=cache())
     version = other.corpus_version()
     assert version.startswith('process:')
     other.add_text('The widget limit is 5 widgets per board.', {'source_id': 'widgets.txt'})
@@ -359,13 +355,9 @@ def test_a_follow_up_rewritten_by_the_llm_is_looked_up_by_its_standalone_query(m
 
 # ---- the shared backend (Redis) --------------------------------------------------------------------------------------
 def test_two_rag_instances_share_the_redis_cache(make_rag, corpus_store, redis_prefix):
-    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter
     from rag_plugin.cache import RedisBackend
     first = make_rag(cache=cache(backend=RedisBackend(REDIS_URL, prefix=redis_prefix)))
-    bot = StandaloneBot()
-    ExtractiveLLM(bot)
-    second = RAG(bot, corpus_store, default_splitter(), 'extractive',
-                 cache=cache(backend=RedisBackend(REDIS_URL, prefix=redis_prefix)))
+    second = build_rag(corpus_store, cache=cache(backend=RedisBackend(REDIS_URL, prefix=redis_prefix)))
     stored = first.run(message=TRASH)
     assert not stored.cached
     shared = second.run(message=TRASH_TYPED)
@@ -389,12 +381,11 @@ def test_the_redis_cache_expires_entries(make_rag, redis_prefix):
 PROCESS = textwrap.dedent('''
     import json, sys
     store_dir, folder, prefix, question, action = sys.argv[1:6]
-    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
+    from helpers import build_rag
+    from rag_plugin import default_vector_store
     from rag_plugin.cache import RedisBackend, SemanticCache
-    bot = StandaloneBot()
-    ExtractiveLLM(bot)
-    rag = RAG(bot, default_vector_store(store_dir), default_splitter(), 'extractive',
-              cache=SemanticCache(RedisBackend('redis://127.0.0.1:6379/0', prefix=prefix)))
+    rag = build_rag(default_vector_store(store_dir),
+                    cache=SemanticCache(RedisBackend('redis://127.0.0.1:6379/0', prefix=prefix)))
     if action == 'ingest':
         rag.ingest(folder)
     message = rag.run(message=question)
@@ -494,11 +485,8 @@ def test_a_missing_redis_package_is_one_clear_line(monkeypatch):
 
 # ---- in a running BBF bot --------------------------------------------------------------------------------------------
 def test_the_websocket_bot_answers_a_repeated_question_from_the_cache(corpus_store):
-    from rag_plugin import RAG, ExtractiveLLM, default_splitter
-
     def rag_factory(bot):
-        ExtractiveLLM(bot)
-        return RAG(bot, corpus_store, default_splitter(), 'extractive', cache=cache())
+        return build_rag(corpus_store, bot=bot, cache=cache())
 
     with running_bot(lambda bot, platform: simple_rag_states(bot, platform, rag_factory)) as (bot, port):
         client = BotClient(port)

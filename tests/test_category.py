@@ -1,7 +1,7 @@
 """The answer contract's ``category``: the topic of an answer, from its cited documents' metadata."""
 from langchain_core.documents import Document
 
-from rag_plugin.citations import answer_category, document_category
+from rag_plugin._citations import answer_category, document_category
 
 
 def doc(**metadata) -> Document:

@@ -94,7 +94,7 @@ def test_ask_numbers_sources_like_the_answer_markers(corpus_store_dir, tmp_path)
 def test_ask_prints_the_closest_passages_with_their_sources(corpus_store_dir, tmp_path):
     """Issue 26: a question the documents are about but do not answer prints the preface, each passage with its [n]
     and file/page, the Sources list (every passage cited) and names the outcome in the last line."""
-    from rag_plugin.outcome import CLOSEST_PREFACE
+    from rag_plugin._outcome import CLOSEST_PREFACE
     args = ('ask', 'Can I use kanban boards in Nimbus Notes?', '--store', str(corpus_store_dir),
             '--trace-file', str(tmp_path / 't.jsonl'))
     data = json.loads(cli(*args, '--json').stdout)

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from helpers import build_rag
 
 TREE = ROOT / 'tests' / 'fixtures' / 'code_tree'
 CODE_FILES = {'billing/__init__.py', 'billing/invoice.py', 'web/utils.js', 'Main.java', 'server.go'}
@@ -28,11 +29,8 @@ def span(relative: str, starts_with: str) -> tuple[int, int]:
 @pytest.fixture(scope='module')
 def code_rag(tmp_path_factory, embeddings):
     """A RAG over the fixture tree, ingested once for this module (tests only read it)."""
-    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
-    bot = StandaloneBot()
-    ExtractiveLLM(bot)
-    store = default_vector_store(str(tmp_path_factory.mktemp('code') / 'store'), embeddings)
-    rag = RAG(bot, store, default_splitter(), 'extractive')
+    from rag_plugin import default_vector_store
+    rag = build_rag(default_vector_store(str(tmp_path_factory.mktemp('code') / 'store'), embeddings))
     report = rag.ingest(str(TREE))
     assert not report.skipped, report
     return rag

@@ -4,6 +4,7 @@ import uuid
 
 import pytest
 from conftest import BotClient, RecordingChatModel, running_bot, simple_rag_states
+from helpers import build_rag
 
 FIRST = 'What is the offline cache?'
 FOLLOW_UP = 'How big can it get?'  # elliptic: only the first turn's subject makes it answerable
@@ -16,12 +17,8 @@ def _has_cache_limit(message: dict) -> bool:
 
 @pytest.mark.parametrize('rewrite', [True, False])
 def test_follow_up_needs_rewriting_over_the_websocket_platform(corpus_store, rewrite):
-    from rag_plugin import RAG, ExtractiveLLM, default_splitter
-
     def rag_factory(bot):
-        ExtractiveLLM(bot)
-        return RAG(bot, corpus_store, default_splitter(), 'extractive', num_previous_messages=4,
-                   rewrite_queries=rewrite)
+        return build_rag(corpus_store, bot=bot, num_previous_messages=4, rewrite_queries=rewrite)
 
     with running_bot(lambda bot, platform: simple_rag_states(bot, platform, rag_factory)) as (bot, port):
         client = BotClient(port)
@@ -39,11 +36,8 @@ def test_follow_up_needs_rewriting_over_the_websocket_platform(corpus_store, rew
 
 
 def test_concurrent_sessions_do_not_share_history(corpus_store):
-    from rag_plugin import RAG, ExtractiveLLM, default_splitter
-
     def rag_factory(bot):
-        ExtractiveLLM(bot)
-        return RAG(bot, corpus_store, default_splitter(), 'extractive', num_previous_messages=4)
+        return build_rag(corpus_store, bot=bot, num_previous_messages=4)
 
     with running_bot(lambda bot, platform: simple_rag_states(bot, platform, rag_factory)) as (bot, port):
         alice, bob = BotClient(port), BotClient(port)
@@ -178,8 +172,6 @@ def test_history_from_bbf_monitoring_db_on_postgresql(corpus_store, pg_schema):
     """BBF 1.5's MonitoringDB stores the dialogue; for a session the RAG's memory does not know (the same chat after a
     restart), the next prompt holds the previous RAG answer read back from it."""
     from besser.bot import db
-
-    from rag_plugin import RAG, ChatModelLLM, default_splitter
     conn, schema = pg_schema
     model = RecordingChatModel(responses=['The offline cache keeps your notes on the device [1].',
                                           'How big can the offline cache get?', 'It can grow to 10 GB [1].'])
@@ -189,8 +181,7 @@ def test_history_from_bbf_monitoring_db_on_postgresql(corpus_store, pg_schema):
     rags = []
 
     def rag_factory(bot):
-        llm = ChatModelLLM(bot, 'test-llm', model)
-        rags.append(RAG(bot, corpus_store, default_splitter(), llm.name, num_previous_messages=4))
+        rags.append(build_rag(corpus_store, model, bot, num_previous_messages=4))
         return rags[-1]
 
     def rag_answers():

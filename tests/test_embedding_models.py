@@ -60,7 +60,7 @@ def test_the_setting_names_each_backend_and_a_missing_one_says_what_to_install(m
     from rag_plugin.embeddings import model_id
     from rag_plugin.embeddings.select import embeddings_for
     from rag_plugin.embeddings.minilm import DEFAULT_EMBEDDING_MODEL
-    from rag_plugin.extras import MissingExtra
+    from rag_plugin._extras import MissingExtra
     assert model_id(embeddings_for('minilm')) == model_id(embeddings_for(None)) == DEFAULT_EMBEDDING_MODEL
     assert model_id(embeddings_for('e5-multilingual')) == 'intfloat/multilingual-e5-small'
     with pytest.raises(ValueError, match='OPENAI_API_KEY'):

@@ -50,7 +50,7 @@ def test_errors_keep_their_built_in_bases():
     from rag_plugin import RAGPluginError
     from rag_plugin.cache.backends import CacheUnavailable
     from rag_plugin.errors import StoreDamaged
-    from rag_plugin.extras import MissingExtra
+    from rag_plugin._extras import MissingExtra
     from rag_plugin.generate.resilient import LLMSkipped, LLMTimeout
     from rag_plugin.ingest import SettingsChanged, SkipFile, StoreBusy
     from rag_plugin.ingest.limits import InflationLimit

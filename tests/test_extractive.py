@@ -1,5 +1,6 @@
 """The offline extractive answerer picks the right sentences, cites them, and is deterministic."""
 import pytest
+from helpers import build_rag
 from langchain_core.embeddings import Embeddings
 
 
@@ -145,12 +146,10 @@ def test_extractive_reads_each_fragment_once_and_answers_the_same(make_rag, embe
 def test_a_turn_embeds_its_query_once(corpus_store_dir, tmp_path, embeddings):
     import shutil
 
-    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
+    from rag_plugin import default_vector_store
     shutil.copytree(corpus_store_dir, tmp_path / 'store')
     counting = Counting(embeddings)
-    bot = StandaloneBot()
-    ExtractiveLLM(bot)
-    rag = RAG(bot, default_vector_store(str(tmp_path / 'store'), counting), default_splitter(), 'extractive')
+    rag = build_rag(default_vector_store(str(tmp_path / 'store'), counting))
     first = rag.run(message='How long do deleted notes stay in the trash?')
     assert counting.queries == ['How long do deleted notes stay in the trash?']  # retrieval and answer share it
     assert '30 days' in first.answer

@@ -24,7 +24,7 @@ def without(monkeypatch):
 
 
 def test_require_names_the_extra(without):
-    from rag_plugin.extras import MissingExtra, require
+    from rag_plugin._extras import MissingExtra, require
     assert require('json', 'server', 'the HTTP API').__name__ == 'json'
     without('fastapi')
     with pytest.raises(MissingExtra) as raised:

@@ -19,6 +19,7 @@ from helpers import build_rag
 
 BBF_SPLITTER = 'RecursiveCharacterTextSplitter(chunk_size=1000, chunk_overlap=100)'  # BBF's example bot's
 
+# RAG(...) inline: BBF's own RAG class filling a store, as BBF's example bot does, is the point (not build_rag)
 BUILD_WITH_BBF = f'''
 import sys
 from langchain_community.vectorstores import Chroma

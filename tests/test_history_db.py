@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 from conftest import BotClient, free_port, running_bot, simple_rag_states
+from helpers import build_rag
 
 FOLLOW_UP = 'How big can it get?'
 CACHE = 'What is the offline cache?'
@@ -40,11 +41,8 @@ def monitoring(name: str, port: int = 5432) -> dict:
 
 
 def extractive_rag(corpus_store, rags: list):
-    from rag_plugin import RAG, ExtractiveLLM, default_splitter
-
     def factory(bot):
-        ExtractiveLLM(bot)
-        rags.append(RAG(bot, corpus_store, default_splitter(), 'extractive', num_previous_messages=4))
+        rags.append(build_rag(corpus_store, bot=bot, num_previous_messages=4))
         return rags[-1]
     return factory
 

@@ -5,6 +5,7 @@ import re
 import pytest
 from conftest import BotClient, RecordingChatModel, running_bot, simple_rag_states
 from fake_openai_server import FakeOpenAIServer
+from helpers import build_rag
 
 
 def test_out_of_scope_question_abstains_without_calling_the_llm(make_rag):
@@ -80,7 +81,7 @@ def test_trace_lines_are_json_with_the_retrieved_chunk_ids(make_rag, tmp_path):
     assert first['guard']['abstain'] is False and first['guard']['threshold'] == rag.guard.threshold
     assert {'history', 'retrieve', 'generate', 'total'} <= set(first['latency_ms'])
     assert lines[1]['guard']['abstain'] is True and lines[1]['generation'] is None
-    from rag_plugin.trace import format_record
+    from rag_plugin._trace import format_record
     assert 'retrieval: 4 chunk(s)' in format_record(first)
 
 
@@ -93,7 +94,7 @@ def test_a_missing_store_gives_a_clear_answer_not_an_exception(make_rag):
 
 def test_generation_faults_through_the_websocket_bot(corpus_store):
     """429 then success, 500 x N, a hanging response and a malformed body: the user always gets an answer."""
-    from rag_plugin import RAG, default_splitter, openai_llm
+    from rag_plugin import openai_llm
     with FakeOpenAIServer() as server:
         server.responder = lambda request: 'Deleted notes stay in the trash for 30 days [1].'
         server.hang_seconds = 10
@@ -101,8 +102,8 @@ def test_generation_faults_through_the_websocket_bot(corpus_store):
 
         def rag_factory(bot):
             llm = openai_llm(bot, 'gpt-4o-mini', api_key='k', base_url=server.base_url, timeout=1.5)
-            rag = RAG(bot, corpus_store, default_splitter(), llm.name, llm_timeout=3.0, llm_max_attempts=3,
-                      breaker_failures=0)  # each fault is retried on its own here (the breaker: test_resilience.py)
+            rag = build_rag(corpus_store, llm, bot, llm_timeout=3.0, llm_max_attempts=3,
+                            breaker_failures=0)  # each fault is retried on its own here (the breaker: test_resilience.py)
             rag.generator.backoff_initial, rag.generator.backoff_max = 0.05, 0.2
             rags.append(rag)
             return rag
@@ -133,7 +134,7 @@ def test_generation_faults_through_the_websocket_bot(corpus_store):
 
 
 def test_readable_trace_shows_the_guard_reason_and_errors():
-    from rag_plugin.trace import format_record
+    from rag_plugin._trace import format_record
     record = {'question': 'q', 'query': 'q', 'outcome': 'abstained', 'retrieved': [],
               'guard': {'best_score': 0.31, 'threshold': 0.25, 'abstain': True, 'confidence': 'low',
                         'reason': 'the documents never mention: kitchen'}, 'latency_ms': {}, 'answer': 'no'}

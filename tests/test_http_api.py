@@ -193,7 +193,7 @@ def test_wrong_keys_cost_more(rag):
 
 def test_the_default_rate_limit_stops_a_flood(rag):
     """300 requests in a few seconds were all served; by default a client gets a burst, then 429s."""
-    from rag_plugin.api_defaults import DEFAULT_RATE_LIMIT
+    from rag_plugin._api_defaults import DEFAULT_RATE_LIMIT
     from rag_plugin.server import create_app
     client = TestClient(create_app(rag, api_key=KEY))
     statuses = [client.get('/openapi.json', headers={'X-API-Key': KEY}).status_code for _ in range(300)]

@@ -4,6 +4,7 @@ import json
 import pytest
 from conftest import RecordingChatModel
 from fake_openai_server import FakeOpenAIServer
+from helpers import build_rag
 
 from rag_plugin.generate.refusal import REFUSAL_SENTENCE, is_refusal
 
@@ -69,7 +70,7 @@ def test_the_default_prompt_asks_for_the_recognisable_sentence(make_rag):
 def test_an_llm_refusal_shows_the_closest_passages_and_the_trace_says_who_refused(make_rag, tmp_path):
     """The LLM says the fragments do not contain the answer while retrieval found on-topic passages: the user gets
     the closest passages with their sources (rag.closest_on_llm_refusal, on by default), built from the fragments."""
-    from rag_plugin.outcome import CLOSEST_PREFACE
+    from rag_plugin._outcome import CLOSEST_PREFACE
     trace = tmp_path / 'trace.jsonl'
     model = RecordingChatModel(responses=[REFUSAL_SENTENCE, 'Deleted notes stay in the trash for 30 days [1].'])
     rag = make_rag(model, trace_file=str(trace))
@@ -92,7 +93,7 @@ def test_an_llm_refusal_shows_the_closest_passages_and_the_trace_says_who_refuse
     assert records[0]['guard']['abstain'] is False and records[0]['guard']['reason'] == ''
     assert records[0]['llm_answer'] == REFUSAL_SENTENCE and records[0]['sources'] == refused.sources
     assert records[2]['guard']['reason'] and 'llm_answer' not in records[2]
-    from rag_plugin.trace import format_record
+    from rag_plugin._trace import format_record
     assert 'refused by: llm' in format_record(records[0]) and REFUSAL_SENTENCE in format_record(records[0])
 
 
@@ -113,12 +114,12 @@ def test_without_closest_on_llm_refusal_the_refusal_is_not_found(make_rag):
 
 
 def test_a_refusal_from_an_openai_compatible_server_in_spanish(make_rag):
-    from rag_plugin import RAG, StandaloneBot, default_splitter, openai_llm
+    from rag_plugin import StandaloneBot, openai_llm
     with FakeOpenAIServer() as server:
         server.responder = lambda request: 'Lo siento, los fragmentos proporcionados no mencionan esa información.'
         bot = StandaloneBot()
         llm = openai_llm(bot, 'gpt-4o-mini', api_key='sk-test', base_url=server.base_url, timeout=5)
-        rag = RAG(bot, make_rag().vector_store, default_splitter(), llm.name)
+        rag = build_rag(make_rag().vector_store, llm, bot)
         refused = rag.run(message='How long do deleted notes stay in the trash?')
         server.responder = lambda request: 'Deleted notes are not kept after 30 days [1].'
         answered = rag.run(message='How long do deleted notes stay in the trash?')

@@ -1,15 +1,16 @@
 """The chat-model adapter runs the real langchain-openai / openai client against a local server."""
 from fake_openai_server import FakeOpenAIServer
+from helpers import build_rag
 
 
 def test_openai_adapter_sends_the_rag_prompt_and_returns_the_answer(make_rag):
-    from rag_plugin import RAG, StandaloneBot, default_splitter, openai_llm
+    from rag_plugin import StandaloneBot, openai_llm
     with FakeOpenAIServer() as server:
         server.responder = lambda request: 'Deleted notes stay in the trash for 30 days [1].'
         bot = StandaloneBot()
         llm = openai_llm(bot, 'gpt-4o-mini', api_key='sk-test', base_url=server.base_url, timeout=5)
         base = make_rag()
-        rag = RAG(bot, base.vector_store, default_splitter(), llm.name)
+        rag = build_rag(base.vector_store, llm, bot)
         result = rag.run(message='How long do deleted notes stay in the trash?')
     assert result.answer == 'Deleted notes stay in the trash for 30 days [1].'
     assert result.llm_name == 'gpt-4o-mini' and not result.degraded

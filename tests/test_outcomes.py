@@ -36,7 +36,7 @@ def test_a_near_domain_question_the_documents_do_not_answer_is_not_answered(make
 
 
 def test_closest_is_said_first_then_each_passage_with_its_number_file_and_page(make_rag):
-    from rag_plugin.outcome import CLOSEST_PREFACE
+    from rag_plugin._outcome import CLOSEST_PREFACE
     result = make_rag().run(message='Can I use kanban boards in Nimbus Notes?')
     assert result.outcome == 'closest' and result.abstained and result.confidence == 'low'
     lines = result.answer.splitlines()

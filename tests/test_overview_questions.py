@@ -66,7 +66,7 @@ def test_an_overview_question_gets_the_documents_and_their_topics(make_rag, tmp_
     assert 'You could ask, for example:\n- What about ' in result.answer
     record = json.loads(trace.read_text().splitlines()[-1])
     assert record['route'] == 'overview' and record['outcome'] == 'answer' and record['guard'] is None
-    from rag_plugin.trace import format_record
+    from rag_plugin._trace import format_record
     assert 'overview:' in format_record(record)
 
     spanish = rag.run(message='¿De qué tratan estos documentos?')

@@ -3,6 +3,7 @@ import inspect
 
 import pytest
 from conftest import PDFS, RecordingChatModel
+from helpers import build_rag
 
 
 def test_signatures_match_bbf():
@@ -29,11 +30,9 @@ def test_signatures_match_bbf():
 
 
 def test_load_pdfs_counts_chunks_and_stores_one_based_pages(tmp_path, embeddings):
-    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
-    bot = StandaloneBot()
-    ExtractiveLLM(bot)
+    from rag_plugin import default_vector_store
     store = default_vector_store(str(tmp_path / 'store'), embeddings)
-    rag = RAG(bot, store, default_splitter(), 'extractive')
+    rag = build_rag(store)
     added = rag.load_pdfs(str(PDFS))
     data = store.get(include=['metadatas'])
     assert added == len(data['ids']) > 0
@@ -80,6 +79,7 @@ def test_run_with_fake_chat_model_as_the_bots_llm(make_rag):
 
 def test_bad_arguments_raise_clear_errors(make_rag, corpus_store):
     from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter
+    # RAG(...) inline: the constructor's own argument checks are the point of this test
     bot = StandaloneBot()
     ExtractiveLLM(bot)
     with pytest.raises(ValueError, match=r"no LLM named 'gpt-4o'.*it has: extractive"):

@@ -9,6 +9,7 @@ import pytest
 from conftest import ROOT, BotClient, running_bot, simple_rag_states
 from fake_openai_server import FakeOpenAIServer
 from fastapi.testclient import TestClient
+from helpers import build_rag
 
 QUESTION = 'What is the API rate limit?'
 
@@ -26,13 +27,11 @@ def test_long_and_invalid_questions_over_the_websocket_bot(corpus_store, tmp_pat
     from besser.bot.platforms import websocket
     from websockets.exceptions import ConnectionClosedError
 
-    from rag_plugin import RAG, ExtractiveLLM, default_splitter
-    from rag_plugin.trace import read_trace
+    from rag_plugin._trace import read_trace
     trace = tmp_path / 'trace.jsonl'
 
     def rag_factory(bot):
-        ExtractiveLLM(bot)
-        return RAG(bot, corpus_store, default_splitter(), 'extractive', trace_file=str(trace))
+        return build_rag(corpus_store, bot=bot, trace_file=str(trace))
 
     with running_bot(lambda bot, platform: simple_rag_states(bot, platform, rag_factory),
                      properties={websocket.WEBSOCKET_MAX_SIZE: 2_000_000}) as (bot, port):
@@ -68,7 +67,7 @@ def test_the_demo_bot_limits_websocket_messages_above_the_upload_limit():
 
 
 def test_the_trace_survives_text_no_encoder_takes(tmp_path):
-    from rag_plugin.trace import TraceWriter, read_trace
+    from rag_plugin._trace import TraceWriter, read_trace
     writer = TraceWriter(str(tmp_path / 't.jsonl'))
     writer.write({'question': 'a\ud800b'})
     assert read_trace(writer.path) == [{'question': 'a\ud800b'}]  # written as a JSON escape, read back as it was
@@ -86,7 +85,7 @@ def test_lone_surrogates_over_http(make_rag):
 
 
 def test_clean_text_and_cut_question():
-    from rag_plugin.inputs import clean_text, cut_question
+    from rag_plugin._inputs import clean_text, cut_question
     assert clean_text('ok é 😀') == 'ok é 😀'
     assert clean_text('a\ud800b\udfff') == 'a\ufffdb\ufffd'
     assert clean_text('\ud83d\ude00') == '😀'  # a pair left as two code points is joined
@@ -171,7 +170,7 @@ def test_a_store_failure_is_finished_as_every_other_reply(make_rag, tmp_path):
     from conftest import ChatSession
 
     from rag_plugin.rag import LAST_RAG_MESSAGE_KEY, STORE_UNAVAILABLE_ANSWER
-    from rag_plugin.trace import read_trace
+    from rag_plugin._trace import read_trace
     trace = tmp_path / 'trace.jsonl'
     rag = make_rag(trace_file=str(trace))
     session = ChatSession('outage')
@@ -205,16 +204,16 @@ def test_embeddings_down_is_503_naming_them(make_rag):
 
 # ---- a black-hole LLM: deadline and circuit breaker ------------------------------------------------------------------
 def _openai_rag(store, server, bot=None, **kwargs):
-    from rag_plugin import RAG, StandaloneBot, default_splitter, openai_llm
+    from rag_plugin import StandaloneBot, openai_llm
     bot = bot or StandaloneBot()
     llm = openai_llm(bot, 'gpt-4o-mini', api_key='k', base_url=server.base_url, timeout=30)
-    rag = RAG(bot, store, default_splitter(), llm.name, llm_timeout=30, **kwargs)
+    rag = build_rag(store, llm, bot, llm_timeout=30, **kwargs)
     rag.generator.backoff_initial, rag.generator.backoff_max = 0.05, 0.1
     return rag
 
 
 def test_black_hole_llm_degrades_within_the_deadline_then_the_breaker_skips_it(corpus_store, tmp_path):
-    from rag_plugin.trace import read_trace
+    from rag_plugin._trace import read_trace
     trace = tmp_path / 'trace.jsonl'
     with FakeOpenAIServer() as server:
         server.responder = lambda request: 'The API allows 600 requests per minute [1].'
@@ -257,7 +256,7 @@ def test_follow_up_rewrite_shares_the_deadline(corpus_store, tmp_path):
     from besser.bot.core.bot import Bot
     from besser.bot.core.session import Session
 
-    from rag_plugin.trace import read_trace
+    from rag_plugin._trace import read_trace
     trace = tmp_path / 'trace.jsonl'
     with FakeOpenAIServer() as server:
         server.responder = lambda request: 'The offline cache keeps notes on the device [1].'

@@ -6,7 +6,7 @@ from conftest import PDFS
 
 from rag_plugin.channels.webchat_ui import render
 from rag_plugin.ingest.chunking import chunk_section, main_section, section_spans
-from rag_plugin.section_spans import encode_spans, parse_spans, section_at
+from rag_plugin._section_spans import encode_spans, parse_spans, section_at
 
 
 def test_a_chunk_is_labelled_by_the_section_holding_most_of_its_text():

@@ -1,7 +1,8 @@
 """The store interface: ChromaStore over a LangChain Chroma store, and a RAG whose retriever is replaced."""
+from helpers import build_rag
 from langchain_core.documents import Document
 
-from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
+from rag_plugin import default_vector_store
 from rag_plugin.retrieve import HybridRetriever
 from rag_plugin.store import ChromaStore, CorpusStore, chroma_store, scope_filter
 
@@ -42,9 +43,7 @@ def test_other_stores_have_no_chroma_store():
 
 
 def test_ingestion_invalidates_the_lexical_index_of_a_replaced_retriever(tmp_path, embeddings):
-    bot = StandaloneBot()
-    llm = ExtractiveLLM(bot)
-    rag = RAG(bot, default_vector_store(str(tmp_path / 'store'), embeddings), default_splitter(), llm.name)
+    rag = build_rag(default_vector_store(str(tmp_path / 'store'), embeddings))
     rag.add_text('The office opens at eight.', {'source_id': 'office.md'})
     old = rag.retriever
     rag.retriever = HybridRetriever(rag.vector_store, embeddings=rag.embeddings)
@@ -58,9 +57,7 @@ def test_ingestion_invalidates_the_lexical_index_of_a_replaced_retriever(tmp_pat
 
 
 def test_a_retriever_without_hooks_can_be_set(tmp_path, embeddings):
-    bot = StandaloneBot()
-    llm = ExtractiveLLM(bot)
-    rag = RAG(bot, default_vector_store(str(tmp_path / 'store'), embeddings), default_splitter(), llm.name)
+    rag = build_rag(default_vector_store(str(tmp_path / 'store'), embeddings))
 
     class Fixed:
         def retrieve(self, query, k, filter=None):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PDFS, ROOT
-from helpers import subprocess_env
+from helpers import build_rag, subprocess_env
 
 ENV = subprocess_env()
 QUESTION = 'What does error NN-7720 mean?'
@@ -24,15 +24,14 @@ QUESTION = 'What does error NN-7720 mean?'
 BUILD = '''
 import sys
 import chromadb, chromadb.config
-from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
+from helpers import build_rag
+from rag_plugin import default_vector_store
 folder = sys.argv[1]
 # A collection that saves its vector index every 10 writes (Chroma's default is 1,000): a small store with saved files
 settings = chromadb.config.Settings(anonymized_telemetry=False, is_persistent=True, persist_directory=folder)
 chromadb.Client(settings).create_collection('rag_plugin', metadata={
     'hnsw:space': 'cosine', 'hnsw:search_ef': 100, 'hnsw:sync_threshold': 10, 'hnsw:batch_size': 10})
-bot = StandaloneBot()
-ExtractiveLLM(bot)
-rag = RAG(bot, default_vector_store(folder), default_splitter(), 'extractive')
+rag = build_rag(default_vector_store(folder))
 print(rag.ingest(sys.argv[2]).chunks_added)
 '''
 
@@ -92,14 +91,12 @@ def test_a_damaged_store_is_said_in_one_line_and_repaired_from_what_is_left(soun
 def test_a_damaged_vector_index_never_reaches_hnswlib_in_a_running_bot(sound_store, tmp_path, embeddings):
     """A bot that opens a store whose saved index is truncated answers "I can't search" (it crashed on the first
     question, in hnswlib); the library's repair builds the index again and the bot answers."""
-    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
+    from rag_plugin import default_vector_store
     from rag_plugin.rag import STORE_UNAVAILABLE_ANSWER
     store = tmp_path / 'store'
     shutil.copytree(sound_store, store)
     DAMAGES['truncated data_level0.bin'](store)
-    bot = StandaloneBot()
-    ExtractiveLLM(bot)
-    rag = RAG(bot, default_vector_store(str(store), embeddings), default_splitter(), 'extractive')
+    rag = build_rag(default_vector_store(str(store), embeddings))
     assert rag.run(message=QUESTION).answer == STORE_UNAVAILABLE_ANSWER
     check = rag.ingestor.check_store(detail=True)
     assert not check.ok and check.summary().startswith('DAMAGED') and 'data_level0.bin' in check.summary()
@@ -111,14 +108,12 @@ def test_a_damaged_vector_index_never_reaches_hnswlib_in_a_running_bot(sound_sto
 def test_a_store_folder_replaced_under_a_running_server_is_opened_again(sound_store, tmp_path, embeddings):
     from fastapi.testclient import TestClient
 
-    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
+    from rag_plugin import default_vector_store
     from rag_plugin.rag import STORE_UNAVAILABLE_ANSWER
     from rag_plugin.server import create_app
     store = tmp_path / 'store'
     shutil.copytree(sound_store, store)
-    bot = StandaloneBot()
-    ExtractiveLLM(bot)
-    rag = RAG(bot, default_vector_store(str(store), embeddings), default_splitter(), 'extractive')
+    rag = build_rag(default_vector_store(str(store), embeddings))
     client = TestClient(create_app(rag, api_key='secret'))
     before = client.get('/health').json()['chunks']
     assert 'offline cache' in rag.run(message=QUESTION).answer

@@ -6,6 +6,7 @@ SSE chunk every ``stream_delay`` seconds.
 import pytest
 from conftest import BotClient, running_bot, simple_rag_states
 from fake_openai_server import FakeOpenAIServer
+from helpers import build_rag
 
 from rag_plugin.channels.websocket import PARTIAL_ACTION, PartialSender, partial_payload, reply_rag_streaming
 
@@ -20,11 +21,11 @@ def streaming_states(bot, platform, rag_factory):
 
 
 def openai_rag(corpus_store, server):
-    from rag_plugin import RAG, default_splitter, openai_llm
+    from rag_plugin import openai_llm
 
     def factory(bot):
         llm = openai_llm(bot, 'gpt-4o-mini', api_key='k', base_url=server.base_url)
-        return RAG(bot, corpus_store, default_splitter(), llm.name, llm_timeout=20, rewrite_queries=False)
+        return build_rag(corpus_store, llm, bot, llm_timeout=20, rewrite_queries=False)
     return factory
 
 
@@ -80,11 +81,8 @@ def test_a_fast_stream_still_sends_two_partials(corpus_store, llm_server):
 
 
 def test_extractive_answers_and_abstentions_arrive_whole(corpus_store):
-    from rag_plugin import RAG, ExtractiveLLM, default_splitter
-
     def factory(bot):
-        ExtractiveLLM(bot)
-        return RAG(bot, corpus_store, default_splitter(), 'extractive')
+        return build_rag(corpus_store, bot=bot)
 
     with running_bot(lambda bot, platform: streaming_states(bot, platform, factory)) as (bot, port):
         partials, final = ask_streaming(port, QUESTION)

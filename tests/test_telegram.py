@@ -220,7 +220,7 @@ def test_format_abstained_answer_has_no_footer():
 def closest_message(**kwargs):
     """A ``closest`` reply whose passages and source names hold characters to escape."""
     from rag_plugin.message import RAGMessage
-    from rag_plugin.outcome import CLOSEST_PREFACE
+    from rag_plugin._outcome import CLOSEST_PREFACE
     docs = [Document('Tags <b>&</b> notebooks [x](y).', metadata={'source': SPECIAL_SOURCE, 'page': None}),
             Document('Sync runs every 5 min.', metadata={'source': 'sync_and_offline.pdf', 'page': 2})]
     answer = (f'{CLOSEST_PREFACE}\n- "Tags <b>&</b> notebooks [x](y)." [1] ({SPECIAL_SOURCE})\n'
@@ -237,7 +237,7 @@ def test_format_closest_shows_the_preface_passages_and_their_footnotes():
     """Issue 26: a closest reply was sent like an abstention, without sources. Its passages get footnotes, like an
     answer's, escaped for the parse mode."""
     from rag_plugin.channels.telegram import format_rag_message
-    from rag_plugin.outcome import CLOSEST_PREFACE
+    from rag_plugin._outcome import CLOSEST_PREFACE
     message = closest_message()
     assert format_rag_message(message, None) == [
         f'{message.answer}\n\nSources:\n[1] {SPECIAL_SOURCE}\n[2] sync_and_offline.pdf, p. 2']
@@ -255,7 +255,7 @@ def test_format_closest_shows_the_preface_passages_and_their_footnotes():
 
 def test_format_closest_of_a_real_run_numbers_each_passage_like_its_footnote(make_rag):
     from rag_plugin.channels.telegram import format_rag_message
-    from rag_plugin.outcome import CLOSEST_PREFACE
+    from rag_plugin._outcome import CLOSEST_PREFACE
     for question in ('Can I use kanban boards in Nimbus Notes?', 'What does error NN-9999 mean in the kitchen?'):
         result = make_rag().run(message=question)
         assert result.outcome == 'closest'
@@ -474,7 +474,7 @@ def test_long_answer_is_split_into_messages_under_4096(telegram_server, make_rag
 def test_a_closest_reply_reaches_telegram_with_its_passages_and_footnotes(telegram_server, make_rag):
     """Issue 26: over the Bot API, a question the guides are about but do not answer gets the preface, the passages
     with their [n], and a footnote per passage's file and page; a question off their subject still gets no footer."""
-    from rag_plugin.outcome import CLOSEST_PREFACE
+    from rag_plugin._outcome import CLOSEST_PREFACE
     server = telegram_server
     bot = new_telegram_bot(lambda bot, platform: rag_states(bot, platform, lambda b: make_rag(bot=b)))
     with telegram_bot_running(bot, server):

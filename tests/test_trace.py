@@ -1,7 +1,7 @@
 """The trace's stage timer."""
 import pytest
 
-from rag_plugin.trace import StageTimer
+from rag_plugin._trace import StageTimer
 
 
 def test_stage_timer_records_stages_in_order_and_skips_a_stage_that_raised():
@@ -24,7 +24,7 @@ def test_trace_escapes_control_characters_from_questions_and_answers(tmp_path):
 
     from conftest import ROOT
 
-    from rag_plugin.trace import format_record
+    from rag_plugin._trace import format_record
     record = {'time': 't', 'session_id': 's\x1b]0;owned\x07', 'question': 'Hi \x1b[31mred\x1b[0m\rfake line\x00',
               'query': 'q\x9b2J', 'outcome': 'answered', 'llm_name': 'x', 'retrieved': [],
               'answer': 'A\x1b[2J\u202eevil\nnext', 'sources': [{'source': 'f\x08.md', 'page': None}],

@@ -8,6 +8,7 @@ import time
 import pytest
 from conftest import BotClient, ChatSession, RecordingChatModel, running_bot
 from fastapi.testclient import TestClient
+from helpers import build_rag
 
 PLANTED = """# Refund desk
 
@@ -192,7 +193,7 @@ def test_an_own_chunk_takes_a_shared_ones_place_only_when_as_close_in_meaning():
     for "how do I get my coworkers in?", above a shared chunk of cosine 0.26."""
     from langchain_core.documents import Document
 
-    from rag_plugin.session_uploads import merge
+    from rag_plugin._session_uploads import merge
 
     def chunk(name: str, score: float, rank_score: float) -> Document:
         return Document(name, metadata={'source_id': name, 'score': score, 'rank_score': rank_score})
@@ -246,13 +247,11 @@ def test_websocket_sessions_never_see_each_others_uploads(corpus_store):
 
     from besser.bot.core.session import Session
 
-    from rag_plugin import RAG, ExtractiveLLM, default_splitter
     from rag_plugin.channels.webchat import describe_ingestion
     rags = []
 
     def setup(bot, platform):
-        ExtractiveLLM(bot)
-        rag = RAG(bot, corpus_store, default_splitter(), 'extractive')
+        rag = build_rag(corpus_store, bot=bot)
         rags.append(rag)
         initial, answer, upload = bot.new_state('initial', initial=True), bot.new_state('answer'), \
             bot.new_state('upload')

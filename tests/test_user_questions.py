@@ -2,6 +2,7 @@
 import json
 
 import pytest
+from helpers import build_rag
 from langchain_core.documents import Document
 
 
@@ -105,7 +106,7 @@ def test_a_follow_up_is_answered_from_its_own_question(make_rag):
 def test_answerer_refusal_shows_the_closest_passages_with_its_reason_in_the_trace(make_rag, tmp_path):
     """No sentence supports the question enough to answer: the documents are on its subject, so the reply says it
     found no direct answer and shows the closest passages with their sources (not "not in the documents")."""
-    from rag_plugin.outcome import CLOSEST_PREFACE
+    from rag_plugin._outcome import CLOSEST_PREFACE
     trace = tmp_path / 'trace.jsonl'
     rag = make_rag(trace_file=str(trace))
     rag.generator.fallback.min_support = rag._nlp_engine._llms['extractive'].answerer.min_support = 0.99
@@ -145,10 +146,8 @@ def test_answer_level_evaluation_reports_citations_evidence_and_per_question_row
 def test_spanish_and_catalan_questions_over_their_documents(question, tmp_path):
     from pathlib import Path
 
-    from rag_plugin import RAG, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
-    bot = StandaloneBot()
-    ExtractiveLLM(bot)
-    rag = RAG(bot, default_vector_store(str(tmp_path / 'store')), default_splitter(), 'extractive')
+    from rag_plugin import default_vector_store
+    rag = build_rag(default_vector_store(str(tmp_path / 'store')))
     rag.ingest(str(Path(__file__).resolve().parents[1] / 'data' / 'eval' / 'pdfs_es_ca'))
     result = rag.run(message=question)
     assert not result.abstained and result.cited

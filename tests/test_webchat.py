@@ -18,10 +18,11 @@ from typing import Any, Callable, Iterator
 import pytest
 from conftest import ROOT, BotClient, free_port, repeated_sentences, running_bot
 from fake_openai_server import FakeOpenAIServer
+from helpers import build_rag
 
 from rag_plugin.channels.webchat_ui import render
 from rag_plugin.channels.webchat_ui.client import ChatConnection
-from rag_plugin.outcome import CLOSEST_PREFACE
+from rag_plugin._outcome import CLOSEST_PREFACE
 
 CHROMIUM = os.environ.get('RAG_PLUGIN_CHROMIUM', '/usr/bin/chromium')
 CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
@@ -332,7 +333,7 @@ def normalized(text: str) -> str:
 def test_web_chat_answers_with_sources_not_found_upload_and_streaming(browser, corpus_store, tmp_path):
     from playwright.sync_api import expect
 
-    from rag_plugin import RAG, ExtractiveLLM, default_splitter, openai_llm
+    from rag_plugin import ExtractiveLLM, openai_llm
     expect.set_options(timeout=TIMEOUT_MS)
     with FakeOpenAIServer() as llm_server, contextlib.ExitStack() as stack:
         llm_server.responder = lambda body: STREAMED_ANSWER
@@ -340,9 +341,9 @@ def test_web_chat_answers_with_sources_not_found_upload_and_streaming(browser, c
         rags = []
 
         def setup(bot, platform):
-            ExtractiveLLM(bot)
+            extractive = ExtractiveLLM(bot)
             openai_llm(bot, 'gpt-4o-mini', api_key='k', base_url=llm_server.base_url)
-            rags.append(RAG(bot, corpus_store, default_splitter(), 'extractive'))
+            rags.append(build_rag(corpus_store, extractive, bot))
             rags[0].max_upload_mb = 1  # the uploader is told the RAG's limit
             webchat_states(bot, platform, rags[0])
 
@@ -456,11 +457,8 @@ def test_upload_payload_reaches_the_bot_and_is_ingested(corpus_store):
     """The upload path without a browser: BBF's user_file payload -> file transition -> rag.add_file -> reply."""
     import base64
 
-    from rag_plugin import RAG, ExtractiveLLM, default_splitter
-
     def setup(bot, platform):
-        ExtractiveLLM(bot)
-        rag = RAG(bot, corpus_store, default_splitter(), 'extractive')
+        rag = build_rag(corpus_store, bot=bot)
         rag.max_upload_mb = 1
         webchat_states(bot, platform, rag)
 
@@ -492,7 +490,6 @@ def test_use_rag_webchat_runs_our_app_with_bbf_arguments(corpus_store):
     from besser.bot.core.bot import Bot
     from besser.bot.platforms.websocket.websocket_platform import WebSocketPlatform
 
-    from rag_plugin import RAG, ExtractiveLLM, default_splitter
     from rag_plugin.channels.webchat import APP_PATH, streamlit_command, upload_limit_mb, use_rag_webchat
     from rag_plugin.rag import MAX_UPLOAD_MB
     bot = Bot('a_bot')
@@ -506,8 +503,7 @@ def test_use_rag_webchat_runs_our_app_with_bbf_arguments(corpus_store):
     # the uploader's limit (Streamlit's 200 MB by default) is the one the bot's RAG applies
     assert command[command.index('--server.maxUploadSize') + 1] == f'{MAX_UPLOAD_MB:g}' == '5'
     assert upload_limit_mb(bot) == MAX_UPLOAD_MB
-    ExtractiveLLM(bot)
-    rag = RAG(bot, corpus_store, default_splitter(), 'extractive')
+    rag = build_rag(corpus_store, bot=bot)
     rag.max_upload_mb = 2.5
     assert upload_limit_mb(bot) == 2.5
     command = streamlit_command('a_bot', 'localhost', 8765, '0.0.0.0', 5000, max_upload_mb=upload_limit_mb(bot))

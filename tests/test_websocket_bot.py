@@ -1,13 +1,11 @@
 """A real BBF bot with the websocket platform answers from data/pdfs through rag_plugin."""
 from conftest import BotClient, running_bot, simple_rag_states
+from helpers import build_rag
 
 
 def test_websocket_bot_answers_with_fact_file_and_page(corpus_store):
-    from rag_plugin import RAG, ExtractiveLLM, default_splitter
-
     def rag_factory(bot):
-        ExtractiveLLM(bot)
-        return RAG(bot, corpus_store, default_splitter(), 'extractive')
+        return build_rag(corpus_store, bot=bot)
 
     with running_bot(lambda bot, platform: simple_rag_states(bot, platform, rag_factory)) as (bot, port):
         client = BotClient(port)

@@ -33,7 +33,7 @@ from besser.bot.core.transition import Transition
 from besser.bot.library.event.event_library import intent_matched
 
 from rag_plugin.message import CLOSEST, NOT_FOUND, RAGMessage
-from rag_plugin.pipeline import LAST_RAG_MESSAGE_KEY
+from rag_plugin._pipeline import LAST_RAG_MESSAGE_KEY
 
 logger = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from typing import IO, TYPE_CHECKING, Optional, Sequence, Union
 from besser.bot.platforms import websocket
 from besser.bot.platforms.websocket.websocket_platform import WebSocketPlatform
 
-from rag_plugin.rag_documents import MAX_UPLOAD_MB
+from rag_plugin._rag_documents import MAX_UPLOAD_MB
 
 if TYPE_CHECKING:
     from besser.bot.core.bot import Bot

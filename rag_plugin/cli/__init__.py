@@ -17,7 +17,7 @@ from typing import Optional
 
 from rag_plugin.cli.common import UsageError
 from rag_plugin.cli.parser import build_parser
-from rag_plugin.extras import MissingExtra
+from rag_plugin._extras import MissingExtra
 
 __all__ = ['main', 'build_parser']
 

@@ -65,7 +65,7 @@ THRESHOLD = number(float, 0, 1)
 
 def store_trace_path(store: str) -> str:
     """The default trace file of a store: ``RAG_PLUGIN_TRACE``, else ``rag_trace.jsonl`` in the store folder."""
-    from rag_plugin.trace import default_trace_path
+    from rag_plugin._trace import default_trace_path
     return default_trace_path() or os.path.join(store, 'rag_trace.jsonl')
 
 

@@ -8,7 +8,7 @@ import os
 from typing import Optional
 
 from rag_plugin.cli.common import UsageError, build_rag, require_store
-from rag_plugin.extras import require
+from rag_plugin._extras import require
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

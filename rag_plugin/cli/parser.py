@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
                     'answerer.')))
     p.set_defaults(func=cmd_answer)
 
-    from rag_plugin.api_defaults import (API_KEY_ENV, DEFAULT_HOST, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT,
+    from rag_plugin._api_defaults import (API_KEY_ENV, DEFAULT_HOST, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT,
                                          DEFAULT_RATE_LIMIT, FAILED_AUTH_COST, LOCAL_HOSTS)
     p = with_store(sub.add_parser(
         'serve', help='HTTP API: POST /ask, POST /retrieve, POST /answer, GET /health, docs at /docs',

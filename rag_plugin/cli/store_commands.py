@@ -76,7 +76,7 @@ def trace_cache_counts(path: str) -> Optional[dict]:
     unavailable, the hit rate, and the median total latency of hits and of the other runs (None: no cache runs)."""
     from statistics import median
 
-    from rag_plugin.trace import read_trace
+    from rag_plugin._trace import read_trace
     if not os.path.exists(path):
         return None
     records = [r for r in read_trace(path, last=10 ** 9) if r.get('cache')]
@@ -185,7 +185,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 def cmd_trace(args: argparse.Namespace) -> int:
     """Show the last calls of a trace file."""
-    from rag_plugin.trace import format_record, read_trace
+    from rag_plugin._trace import format_record, read_trace
     path = args.file or store_trace_path(args.store)
     if not os.path.exists(path):
         raise UsageError(f'no trace file at {path} yet: `python -m rag_plugin ask` writes it (or pass --file)')
@@ -199,7 +199,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 def cmd_setup_nltk(args: argparse.Namespace) -> int:
     """Write the offline punkt model BBF needs."""
-    from rag_plugin.nltk_setup import ensure_punkt, punkt_dir
+    from rag_plugin._nltk_setup import ensure_punkt, punkt_dir
     written = ensure_punkt()
     print(f'punkt: {len(written)} file(s) written to {punkt_dir()}' if written else f'punkt: present in {punkt_dir()}')
     return 0

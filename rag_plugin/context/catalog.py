@@ -14,7 +14,7 @@ from typing import Optional
 from langchain_core.vectorstores import VectorStore
 
 from rag_plugin.context.models import DocumentRef
-from rag_plugin.section_spans import SECTION_SPANS_KEY, parse_spans
+from rag_plugin._section_spans import SECTION_SPANS_KEY, parse_spans
 from rag_plugin.ingest.code import CODE_LANGUAGES
 from rag_plugin.store import CorpusStore, corpus_store
 

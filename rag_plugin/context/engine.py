@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from langchain_core.documents import Document
 
-from rag_plugin.components import RAGComponents
+from rag_plugin._components import RAGComponents
 from rag_plugin.context.catalog import SourceCatalog
 from rag_plugin.context.gather import ContextRetriever, Gathered
 from rag_plugin.context.models import ContextPackage, Overview

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from langchain_core.documents import Document
 
-from rag_plugin.components import RAGComponents
+from rag_plugin._components import RAGComponents
 from rag_plugin.context.catalog import SourceCatalog
 from rag_plugin.context.intents import BOOTSTRAP_QUERIES, INTENT_KINDS, SubQuery, code_search_text, specific_queries
 from rag_plugin.context.ranking import Candidate, attach_cosines, chunk_key, fuse, panoramic, rerank

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from rag_plugin.components import RAGComponents
+from rag_plugin._components import RAGComponents
 from rag_plugin.context.catalog import SourceCatalog
 from rag_plugin.context.gather import Gathered
 from rag_plugin.context.intents import INTENT_KINDS

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from rag_plugin.components import RAGComponents
+from rag_plugin._components import RAGComponents
 from rag_plugin.context.catalog import DocumentInfo, SourceCatalog
 from rag_plugin.context.intents import detect_intent, detect_mode, identifiers, mentioned_files, specific_intents
 from rag_plugin.context.scope import ResolvedScope, Scope, resolve_scope

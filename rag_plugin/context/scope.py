@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from rag_plugin.inputs import check_filter
+from rag_plugin._inputs import check_filter
 from rag_plugin.store import scope_filter
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ def resolve_scope(scope: Scope, catalog: 'SourceCatalog') -> ResolvedScope:
         ResolvedScope: the filter and the allowed sources
 
     Raises:
-        ValueError: when the filter would be too large for a store (see :func:`rag_plugin.inputs.check_filter`)
+        ValueError: when the filter would be too large for a store (see :func:`rag_plugin._inputs.check_filter`)
     """
     allowed: Optional[set[str]] = None
     if scope.source_id:

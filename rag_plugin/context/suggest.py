@@ -23,7 +23,7 @@ from rag_plugin.context.settings import ContextSettings
 from rag_plugin.context.summarize import is_generic_section
 
 if TYPE_CHECKING:
-    from rag_plugin.components import RAGComponents
+    from rag_plugin._components import RAGComponents
     from rag_plugin.context.catalog import SourceCatalog
     from rag_plugin.context.gather import Gathered
 

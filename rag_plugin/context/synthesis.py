@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from langchain_core.documents import Document
 
-from rag_plugin.citations import resolve_citations
-from rag_plugin.components import RAGComponents
+from rag_plugin._citations import resolve_citations
+from rag_plugin._components import RAGComponents
 from rag_plugin.context.intents import BOOTSTRAP_QUERIES
 from rag_plugin.context.models import ContextPackage
 from rag_plugin.context.settings import ContextSettings
@@ -48,7 +48,7 @@ EMPTY_SCOPE_ANSWER = 'There are no documents in this scope.'
 
 
 def resolve_outside_code(text: str, docs: list[Document]) -> tuple[str, list[int]]:
-    """:func:`~rag_plugin.citations.resolve_citations` on the prose only: ``[n]`` inside code (fenced blocks and
+    """:func:`~rag_plugin._citations.resolve_citations` on the prose only: ``[n]`` inside code (fenced blocks and
     inline code, where ``args[1]`` is an index) is left alone."""
     parts = re.split(r'(```.*?```|`[^`\n]*`)', text, flags=re.S)
     cited: list[int] = []

@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 from langchain_core.embeddings import Embeddings
 
-from rag_plugin.extras import require
+from rag_plugin._extras import require
 
 E5_MODEL_ID = 'intfloat/multilingual-e5-small'
 """str: the reference model the bundled weights are a 4-bit quantisation of (the name a store records)."""

@@ -13,7 +13,7 @@ from typing import Optional
 from rag_plugin.evaluation.questions import QAItem, gold_page_rank, on_gold
 from rag_plugin.evaluation.retrieval import percentile
 from rag_plugin.text import tokens
-from rag_plugin.trace import TraceWriter, read_trace
+from rag_plugin._trace import TraceWriter, read_trace
 
 EVIDENCE_RECALL = 0.6
 """float: an answer contains the gold evidence when it holds this share of the evidence's content words."""

@@ -11,7 +11,7 @@ from langchain_core.documents import Document
 
 from rag_plugin.embeddings.calibration import MINILM
 from rag_plugin.evaluation.questions import QAItem, first_rank, gold_page_rank
-from rag_plugin.extras import require
+from rag_plugin._extras import require
 from rag_plugin.guard import match_terms
 from rag_plugin.retrieve import DenseRetriever, Fusion, HybridRetriever
 from rag_plugin.text import weight_share

@@ -28,7 +28,7 @@ from rag_plugin.augment import FRAGMENT_CLOSE, FRAGMENT_OPEN
 from rag_plugin.embeddings.calibration import MINILM, calibration_of
 from rag_plugin.generate import selection
 from rag_plugin.generate.fragments import Fragment, FragmentCache, Sentence
-from rag_plugin.section_spans import section_at
+from rag_plugin._section_spans import section_at
 from rag_plugin.text import tokens
 
 if TYPE_CHECKING:

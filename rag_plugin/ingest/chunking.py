@@ -13,7 +13,7 @@ from langchain_text_splitters import TextSplitter
 
 from rag_plugin.ingest.document import LoadedFile, split_page
 from rag_plugin.store.ledger import chunk_ids
-from rag_plugin.section_spans import SECTION_SPANS_KEY, encode_spans
+from rag_plugin._section_spans import SECTION_SPANS_KEY, encode_spans
 
 
 def chunk_file(splitter: TextSplitter, loaded: LoadedFile, source_id: str, document_id: str,

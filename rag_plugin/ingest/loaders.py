@@ -197,7 +197,7 @@ def load_docx(path: Path, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> 
     parts are checked first (zipfile never inflates a part beyond its stated size)."""
     import io
     import zipfile
-    from rag_plugin.extras import MissingExtra, require
+    from rag_plugin._extras import MissingExtra, require
     try:
         docx = require('docx', 'docx', 'DOCX files')
     except MissingExtra as e:  # the file is skipped with this reason; the other files are ingested

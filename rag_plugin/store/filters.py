@@ -1,7 +1,7 @@
 """Metadata filters in Chroma's ``where`` syntax: the one table of their operators, and what reads it.
 
 :data:`OPERATORS` names every operator with what it means in memory and in SQL. The caller's filter is checked
-against it (:func:`rag_plugin.inputs.check_filter`), evaluated with it where no database is asked (:func:`matches`,
+against it (:func:`rag_plugin._inputs.check_filter`), evaluated with it where no database is asked (:func:`matches`,
 for the lexical index) and translated with it for PostgreSQL (:func:`where_sql`), so the three cannot disagree on
 which operators exist or what they do. A missing key's value is ``None``: it passes ``$ne`` and ``$nin`` and fails
 the others. :func:`scope_filter` builds the filter of a scope (sources, documents, tags).

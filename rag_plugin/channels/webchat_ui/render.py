@@ -23,7 +23,7 @@ import html
 import re
 from typing import Any, Optional
 
-from rag_plugin.section_spans import SECTION_SPANS_KEY, parse_spans, section_at
+from rag_plugin._section_spans import SECTION_SPANS_KEY, parse_spans, section_at
 
 NOT_FOUND_LABEL = 'Not found in the documents'
 """str: the label of an answer that abstained (nothing relevant in the documents)."""

@@ -13,7 +13,7 @@ from typing import Optional
 
 from langchain_core.documents import Document
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger('rag_plugin.citations')  # logger names are public: no underscore
 
 _MARKER = re.compile(r'\[(\d+(?:\s*[,;]\s*\d+)*)\]')
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from besser.bot.core.message import Message
     from besser.bot.core.session import Session
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger('rag_plugin.history')  # logger names are public: no underscore
 
 DB_READ_TIMEOUT = 3.0
 """float: seconds a read of the monitoring DB may take before the memory is used instead."""

@@ -2,7 +2,7 @@
 
 :class:`DocumentsAPI` is a part of :class:`rag_plugin.rag.RAG` (its base class), kept apart from the BBF façade: each
 method hands the work to the RAG's :class:`~rag_plugin.ingest.Ingestor` (the documents every user is answered from) or
-its :class:`~rag_plugin.session_uploads.SessionUploads` (a session's own), as ``rag.uploads`` says.
+its :class:`~rag_plugin._session_uploads.SessionUploads` (a session's own), as ``rag.uploads`` says.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from rag_plugin.ingest import IngestReport, Ingestor
 from rag_plugin.ingest.loaders import (DOCX_EXTENSIONS, MARKDOWN_EXTENSIONS, PDF_EXTENSIONS, TEXT_EXTENSIONS,
                                       file_digest)
 from rag_plugin.ingest.uploads import decode_upload
-from rag_plugin.session_uploads import SHARED_UPLOADS_KEY, SessionUploads, refused, upload_mode
+from rag_plugin._session_uploads import SHARED_UPLOADS_KEY, SessionUploads, refused, upload_mode
 from rag_plugin.store import corpus_store
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ class DocumentsAPI:
         A session-scoped RAG (BAF's ``session_scoped=True``) adds it to its own store, the session's. Otherwise what it
         does depends on :attr:`uploads` (``rag.uploads``): ``session`` (the default) keeps the file to the
         uploader's session, searched in its questions only and dropped when it ends (see
-        :mod:`rag_plugin.session_uploads`); ``shared`` adds it to the documents everyone is answered from, if the bot
+        :mod:`rag_plugin._session_uploads`); ``shared`` adds it to the documents everyone is answered from, if the bot
         allowed the session (:meth:`allow_shared_uploads`); ``off`` refuses it.
 
         Args:

@@ -1,7 +1,7 @@
 """The answer pipeline of :meth:`rag_plugin.rag.RAG.run`: retrieve -> guard -> augment -> generate -> deliver.
 
 :class:`AnswerPipeline` checks a run's inputs (:meth:`AnswerPipeline.question`) and runs the question through the
-stages over the RAG's parts as they are at that call (:class:`~rag_plugin.components.RAGComponents`); ingestion is
+stages over the RAG's parts as they are at that call (:class:`~rag_plugin._components.RAGComponents`); ingestion is
 not its business. Each way a run ends (an overview, a cached answer, the store's failure, an answer, the closest
 passages, not found) is an :class:`Exit`, and every exit goes through one finishing step
 (:meth:`AnswerPipeline.finish`): the session's history, the answer cache, the session's last message (which the
@@ -16,20 +16,22 @@ from typing import TYPE_CHECKING, Callable, Optional
 from langchain_core.documents import Document
 
 from rag_plugin.cache.stage import CacheTurn
-from rag_plugin.citations import answer_category, list_sources, resolve_citations
-from rag_plugin.components import RAGComponents
+from rag_plugin._citations import answer_category, list_sources, resolve_citations
+from rag_plugin._components import RAGComponents
 from rag_plugin.context.intents import is_overview_question
 from rag_plugin.context.scope import Scope
+from rag_plugin.embeddings.calibration import calibration_of
 from rag_plugin.generate.extractive import is_extractive
 from rag_plugin.generate.refusal import is_refusal
 from rag_plugin.generate.resilient import Generation
+from rag_plugin.grounding import Grounding
 from rag_plugin.guard import GuardDecision
-from rag_plugin.inputs import check_filter, check_question, cut_question
+from rag_plugin._inputs import check_filter, check_question, cut_question
 from rag_plugin.message import ANSWER, NOT_FOUND, UNAVAILABLE, RAGMessage, abstention
-from rag_plugin.outcome import closest_reply
-from rag_plugin.search import Search, with_own_words
+from rag_plugin._outcome import closest_reply
+from rag_plugin._search import Search, with_own_words
 from rag_plugin.store.budget import store_budget
-from rag_plugin.trace import StageTimer, run_record
+from rag_plugin._trace import StageTimer, run_record
 
 if TYPE_CHECKING:
     from besser.bot.core.session import Session
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
 
     from rag_plugin.context.engine import Overview
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger('rag_plugin.pipeline')  # logger names are public: no underscore
 
 STORE_UNAVAILABLE_ANSWER = "I can't search the documents right now; please try again later."
 """str: the answer when the vector store fails."""
@@ -259,16 +261,26 @@ class AnswerPipeline:
                 refused_by = 'llm'
             elif decision.unsure and not generation.degraded and is_extractive(llm):
                 refused_by = 'guard'
-        result = self._deliver(parts, q, query, retrieved, decision, generation, refused_by, timer)
+        grounding = None
+        if refused_by is None and generation is not None:
+            with timer.stage('grounding'):
+                grounding = ground(parts, generation.answer, retrieved)
+            if grounding.empty:  # no sentence of the answer is what the fragments say
+                refused_by = 'grounding'
+        result = self._deliver(parts, q, query, retrieved, decision, generation, refused_by, timer, grounding)
+        if grounding is not None and result.grounding is None:  # the closest passages: still say what was checked
+            result.grounding = grounding.to_dict()
         return Exit(result, retrieved, decision, generation, refused_by, turn=turn, store=True)
 
     @staticmethod
     def _deliver(parts: RAGComponents, q: Question, query: str, retrieved: list[Document], decision: GuardDecision,
-                 generation: Optional[Generation], refused_by: Optional[str], timer: StageTimer) -> RAGMessage:
+                 generation: Optional[Generation], refused_by: Optional[str], timer: StageTimer,
+                 grounding: Optional[Grounding] = None) -> RAGMessage:
         """The reply. On the subject but not surely answered (the guard unsure, no sentence that answers, the LLM's
-        refusal): the closest passages, said as such. Clearly off the subject: not found. Else the answer, its
-        ``[n]`` checked against the fragments and its sources listed."""
-        if (refused_by == 'answerer' or refused_by == 'guard' and not decision.abstain
+        refusal, no sentence the fragments support): the closest passages, said as such. Clearly off the subject: not
+        found. Else the answer as the grounding check left it, its sources listed; its confidence one step lower when
+        the check removed or flagged a sentence."""
+        if (refused_by in ('answerer', 'grounding') or refused_by == 'guard' and not decision.abstain
                 or refused_by == 'llm' and parts.closest_on_llm_refusal):
             with timer.stage('closest'):
                 passages = parts.closest_answerer.closest(q.text, retrieved, parts.embeddings, query,
@@ -278,10 +290,14 @@ class AnswerPipeline:
                 return result
         if refused_by:
             return abstention(q.llm_name, q.text, parts.not_found_answer, NOT_FOUND, query)
-        answer, cited = resolve_citations(generation.answer, retrieved)
+        answer, cited = resolve_citations(grounding.answer if grounding else generation.answer, retrieved)
+        confidence = decision.confidence
+        if grounding is not None and grounding.unsupported:
+            confidence = LOWER_CONFIDENCE.get(confidence, confidence)
         return RAGMessage(generation.llm_name, q.text, answer, retrieved, sources=list_sources(retrieved, cited),
-                          confidence=decision.confidence, degraded=generation.degraded, query=query, cited=cited,
-                          category=answer_category(retrieved, cited), outcome=ANSWER)
+                          confidence=confidence, degraded=generation.degraded, query=query, cited=cited,
+                          category=answer_category(retrieved, cited), outcome=ANSWER,
+                          grounding=grounding.to_dict() if grounding is not None else None)
 
     def finish(self, parts: RAGComponents, q: Question, end: Exit, timer: StageTimer) -> RAGMessage:
         """Finish a run, however it ended: the reply's note, the answer cache (when the exit stores), the session's
@@ -313,6 +329,19 @@ class AnswerPipeline:
         return result
 
 
+LOWER_CONFIDENCE = {'high': 'medium', 'medium': 'low'}
+"""dict[str, str]: an answer's confidence once the grounding check removed or flagged one of its sentences."""
+
+
+def ground(parts: RAGComponents, answer: str, retrieved: list[Document]) -> Grounding:
+    """The grounding check of a generated answer (its ``[n]`` checked first) against the fragments, with the corpus's
+    IDF and the embedding model on its own scale (:class:`~rag_plugin.grounding.GroundingCheck`)."""
+    answer, _ = resolve_citations(answer, retrieved)
+    meaning = calibration_of(parts.embeddings).meaning if parts.embeddings is not None else None
+    return parts.grounding.run(answer, [d.page_content for d in retrieved], parts.embeddings, parts.signals.idf,
+                               meaning)
+
+
 def remember(session: Optional['Session'], result: RAGMessage) -> None:
     """Keep the reply as the session's last RAG message (:data:`LAST_RAG_MESSAGE_KEY`), for the outcome events of
     :mod:`rag_plugin.channels.events`."""
@@ -321,4 +350,4 @@ def remember(session: Optional['Session'], result: RAGMessage) -> None:
 
 
 __all__ = ['AnswerPipeline', 'Exit', 'LAST_RAG_MESSAGE_KEY', 'Question', 'SCOPE_KEY', 'STORE_UNAVAILABLE_ANSWER',
-           'check_k', 'find_llm', 'llm_refused', 'overview_message', 'remember']
+           'check_k', 'find_llm', 'ground', 'llm_refused', 'overview_message', 'remember']

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Optional
 
-from rag_plugin.components import RAGComponents
+from rag_plugin._components import RAGComponents
 from rag_plugin.context import ContextEngine
-from rag_plugin.inputs import check_question, cut_question
+from rag_plugin._inputs import check_question, cut_question
 from rag_plugin.message import RAGMessage
-from rag_plugin.pipeline import SCOPE_KEY, overview_message
+from rag_plugin._pipeline import SCOPE_KEY, overview_message
 from rag_plugin.store import scope_filter
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from typing import Optional
 
 from langchain_core.documents import Document
 
-from rag_plugin.citations import list_sources
+from rag_plugin._citations import list_sources
 from rag_plugin.generate.extractive import Passage
 from rag_plugin.message import CLOSEST, RAGMessage
 

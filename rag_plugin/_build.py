@@ -3,7 +3,7 @@
 :func:`rag_settings` resolves every setting the RAG reads (argument > environment > the bot's ``[rag]`` properties >
 default, see :mod:`rag_plugin.settings`); :func:`build_parts` turns them into the components (:class:`RAGParts`): the
 retriever wired to the ingestor (:class:`RetrieverSlot`), the store checked, the guard set from the embedding model's
-calibration. ``RAG.__init__`` calls both; nothing here answers a question (:mod:`rag_plugin.pipeline` does).
+calibration. ``RAG.__init__`` calls both; nothing here answers a question (:mod:`rag_plugin._pipeline` does).
 """
 from __future__ import annotations
 
@@ -25,20 +25,21 @@ from rag_plugin.embeddings.memo import RecentQueries
 from rag_plugin.generate.extractive import ExtractiveAnswerer
 from rag_plugin.generate.resilient import ResilientGenerator
 from rag_plugin.guard import CorpusSignals, RelevanceGuard, WordSimilarity
-from rag_plugin.history import ConversationHistory
+from rag_plugin._history import ConversationHistory
 from rag_plugin.ingest import Ingestor, ledger_for
+from rag_plugin.grounding import GroundingCheck
 from rag_plugin.ingest.check import check_embeddings
 from rag_plugin.ingest.fingerprint import SettingsChanged
 from rag_plugin.ingest.limits import ParseLimits
 from rag_plugin.rerank import SentenceReranker
 from rag_plugin.retrieve import HidesChunks, Retriever, SearchHooks, default_retriever, lexical_of
 from rag_plugin.rewrite import QueryRewriter
-from rag_plugin.session_uploads import SessionUploads
+from rag_plugin._session_uploads import SessionUploads
 from rag_plugin.settings import UNSET, resolve_all
 from rag_plugin.store import corpus_store
-from rag_plugin.trace import TraceWriter
+from rag_plugin._trace import TraceWriter
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger('rag_plugin.build')  # logger names are public: no underscore
 
 RAG_SETTINGS = (
     'k', 'num_previous_messages', 'relevance_threshold', 'min_coverage', 'max_unknown', 'coverage_below',
@@ -46,7 +47,7 @@ RAG_SETTINGS = (
     'answer_deadline', 'breaker_failures', 'breaker_cool_down', 'trace_file', 'rewrite_queries', 'max_history_turns',
     'max_question_chars', 'write_lock_timeout', 'answer_cache', 'uploads', 'upload_ttl', 'max_session_uploads',
     'max_session_chunks', 'max_pages', 'max_text_mb', 'max_inflated_mb', 'max_chunks', 'upload_parse_memory_mb',
-    'upload_parse_seconds', 'closest_on_llm_refusal', 'rerank_pool')
+    'upload_parse_seconds', 'closest_on_llm_refusal', 'rerank_pool', 'grounding')
 """tuple[str, ...]: the settings a RAG reads (short names of :mod:`rag_plugin.settings`), in the order resolved. A new
 setting the RAG reads is added here (and given to ``RAG.__init__`` when it is one of its arguments)."""
 
@@ -165,6 +166,7 @@ class RAGParts:
         cache_stage (CacheStage | None): the cache's stage of a run, when on
         closest_answerer (ExtractiveAnswerer): picks the closest passages
         reranker (SentenceReranker): re-ranks a larger pool of chunks by their best sentence
+        grounding (GroundingCheck): checks each sentence of an answer against the fragments
         writes (WriteCount): this process's ingestion changes
     """
     embeddings: Optional[RecentQueries]
@@ -182,6 +184,7 @@ class RAGParts:
     cache_stage: Optional[CacheStage]
     closest_answerer: ExtractiveAnswerer
     reranker: SentenceReranker
+    grounding: GroundingCheck
     writes: WriteCount
 
 
@@ -234,7 +237,7 @@ def build_parts(vector_store: VectorStore, splitter: TextSplitter, llm_prompt: s
         history=ConversationHistory(s['max_history_turns']), rewriter=QueryRewriter(s['rewrite_queries']),
         tracer=TraceWriter(s['trace_file']) if s['trace_file'] else None, cache=cache,
         cache_stage=CacheStage(cache) if cache is not None else None, closest_answerer=closest_answerer,
-        reranker=reranker, writes=writes)
+        reranker=reranker, grounding=GroundingCheck(s['grounding']), writes=writes)
 
 
 def guard_of(calibration: Calibration, s: dict[str, Any]) -> RelevanceGuard:

@@ -1,7 +1,7 @@
 """The retrieve and guard stages of a run: the question's chunks, judged by the relevance guard.
 
 :class:`Search` holds what one run searches with (the RAG's parts, the question and its conditions, the session's own
-uploads, the guard's corpus signals) and does the searches the pipeline asks for (:mod:`rag_plugin.pipeline`): the
+uploads, the guard's corpus signals) and does the searches the pipeline asks for (:mod:`rag_plugin._pipeline`): the
 question's ``k`` chunks (:meth:`Search.retrieve`), the guard's decision on them (:meth:`Search.check`), a search again
 in the documents' own words (:meth:`Search.expanded`) and a follow-up completed with the previous question
 (:meth:`Search.completed`).
@@ -14,17 +14,17 @@ from typing import TYPE_CHECKING, Optional
 
 from langchain_core.documents import Document
 
-from rag_plugin.components import RAGComponents
+from rag_plugin._components import RAGComponents
 from rag_plugin.generate.extractive import is_extractive
 from rag_plugin.guard import CorpusSignals, GuardDecision
 from rag_plugin.retrieve import Retriever, lexical_of
-from rag_plugin.session_uploads import merge
+from rag_plugin._session_uploads import merge
 from rag_plugin.text.abbreviations import expand
 
 if TYPE_CHECKING:
     from besser.bot.nlp.llm.llm import LLM
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger('rag_plugin.search')  # logger names are public: no underscore
 
 
 def with_own_words(signals: CorpusSignals, own: Optional[Retriever]) -> CorpusSignals:
@@ -66,7 +66,7 @@ class Search:
 
     def retrieve(self, query: str) -> list[Document]:
         """The ``k`` best chunks of the shared documents and, for a session with uploads, of its own (see
-        :func:`rag_plugin.session_uploads.merge`), from a larger pool re-ranked by how well a sentence of each answers
+        :func:`rag_plugin._session_uploads.merge`), from a larger pool re-ranked by how well a sentence of each answers
         the question (:class:`~rag_plugin.rerank.SentenceReranker`). ``query`` is searched as :meth:`text` says.
 
         Raises:

@@ -8,7 +8,7 @@ limit.
   127.0.0.1 and the browser then sends ``Host: evil.example`` to a keyless API on this machine.
 - **Rate limit** (:class:`RateLimit`): token buckets per client address and per API key; a request with no token
   left gets 429 with ``Retry-After`` (seconds). A wrong or missing key costs its address
-  :data:`~rag_plugin.api_defaults.FAILED_AUTH_COST` tokens (:func:`rag_plugin.server.create_app` charges them), so
+  :data:`~rag_plugin._api_defaults.FAILED_AUTH_COST` tokens (:func:`rag_plugin.server.create_app` charges them), so
   guessing keys slows down to one guess per that many requests' worth of time.
 """
 from __future__ import annotations

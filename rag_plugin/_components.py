@@ -16,19 +16,20 @@ from langchain_core.vectorstores import VectorStore
 if TYPE_CHECKING:
     from besser.bot.nlp.llm.llm import LLM
 
-    from rag_plugin.build import WriteCount
+    from rag_plugin._build import WriteCount
     from rag_plugin.cache.stage import CacheStage
     from rag_plugin.context import ContextEngine
     from rag_plugin.generate.extractive import ExtractiveAnswerer
     from rag_plugin.generate.resilient import ResilientGenerator
+    from rag_plugin.grounding import GroundingCheck
     from rag_plugin.guard import CorpusSignals, RelevanceGuard
-    from rag_plugin.history import ConversationHistory
+    from rag_plugin._history import ConversationHistory
     from rag_plugin.rerank import SentenceReranker
     from rag_plugin.retrieve import Retriever
     from rag_plugin.rewrite import QueryRewriter
-    from rag_plugin.session_uploads import SessionUploads
+    from rag_plugin._session_uploads import SessionUploads
     from rag_plugin.store.ledger import Ledger
-    from rag_plugin.trace import TraceWriter
+    from rag_plugin._trace import TraceWriter
 
 
 @dataclass
@@ -61,6 +62,7 @@ class RAGComponents:
         session_uploads (SessionUploads): each session's own uploads
         reranker (SentenceReranker): re-ranks a larger pool of chunks by their best sentence
         closest_answerer (ExtractiveAnswerer): picks the closest passages
+        grounding (GroundingCheck): checks each sentence of an answer against the fragments
         cache_stage (CacheStage | None): the answer cache's stage, when the cache is on
         tracer (TraceWriter | None): the per-call trace, when on
         writes (WriteCount): this process's writes (the corpus version of a store without one)
@@ -90,6 +92,7 @@ class RAGComponents:
     session_uploads: 'SessionUploads'
     reranker: 'SentenceReranker'
     closest_answerer: 'ExtractiveAnswerer'
+    grounding: 'GroundingCheck'
     cache_stage: Optional['CacheStage']
     tracer: Optional['TraceWriter']
     writes: 'WriteCount'

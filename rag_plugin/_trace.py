@@ -59,8 +59,9 @@ def run_record(session: Any, result: 'RAGMessage', retrieved: list['Document'], 
         timings (dict[str, float]): seconds per stage
         error (str): what failed, if anything
         note (str): a note on the question (e.g. it was cut)
-        refused_by (str): ``guard``, ``answerer`` or ``llm`` when the reply is not an answer (``closest`` or
-            ``not_found``): who judged that the fragments do not surely answer
+        refused_by (str): ``guard``, ``answerer``, ``llm`` or ``grounding`` (no sentence of the LLM's answer is what
+            the fragments say) when the reply is not an answer (``closest`` or ``not_found``): who judged that the
+            fragments do not surely answer
         route (str): ``retrieval``, ``overview`` or ``cache`` (answered from the semantic answer cache)
         cache (dict): what the answer cache did (``status`` hit / miss / refused / skipped / unavailable, the nearest
             cached ``question`` and its ``similarity``, why it was ``refused``, whether the answer was ``stored``);
@@ -82,8 +83,9 @@ def run_record(session: Any, result: 'RAGMessage', retrieved: list['Document'], 
         'answer': result.answer, 'confidence': result.confidence, 'sources': result.sources, 'route': route,
         'cached': bool(getattr(result, 'cached', False)), 'cache': cache,
     }
-    if refused_by == 'llm':
-        record['llm_answer'] = generation.answer  # the model's own words; the user got the closest passages
+    record['grounding'] = getattr(result, 'grounding', None)
+    if refused_by in ('llm', 'grounding') or (generation and record['grounding'] and generation.answer != result.answer):
+        record['llm_answer'] = generation.answer  # the model's own words, when the user got something else
     return record
 
 
@@ -153,6 +155,11 @@ def format_record(record: dict) -> str:
     if generation:
         lines.append(f"  generation: attempts={generation.get('attempts')} degraded={generation.get('degraded')}"
                      + (f" error={generation.get('error')}" if generation.get('error') else ''))
+    grounding = record.get('grounding')
+    if grounding:
+        lines.append(f"  grounding ({grounding.get('mode')}): {grounding.get('claims')} claim(s), "
+                     f"{grounding.get('corrected')} re-cited, {grounding.get('removed')} removed, "
+                     f"{grounding.get('flagged')} flagged")
     cache = record.get('cache')
     if cache:
         lines.append('  cache: ' + _cache_line(cache))

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from besser.bot.core.file import File
     from besser.bot.core.session import Session
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger('rag_plugin.session_uploads')  # logger names are public: no underscore
 
 UPLOAD_MODES = ('session', 'shared', 'off')
 """tuple[str]: the values of ``rag.uploads``."""
