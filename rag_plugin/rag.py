@@ -22,7 +22,7 @@ from rag_plugin.host import host_of
 from rag_plugin.ingest.loaders import PDF_EXTENSIONS
 from rag_plugin.message import RAGMessage
 from rag_plugin._pipeline import (LAST_RAG_MESSAGE_KEY, SCOPE_KEY, STORE_UNAVAILABLE_ANSWER, AnswerPipeline, check_k,
-                                 find_llm, llm_refused)
+                                  find_llm)
 from rag_plugin._rag_context import ContextAPI
 from rag_plugin._rag_documents import MAX_UPLOAD_MB, DocumentsAPI
 from rag_plugin.retrieve import Retriever
@@ -182,8 +182,8 @@ class RAG(DocumentsAPI, ContextAPI):
             num_previous_messages=self.num_previous_messages, max_question_chars=self.max_question_chars,
             closest_on_llm_refusal=self.closest_on_llm_refusal, history=self.history, rewriter=self.rewriter,
             session_uploads=self.session_uploads, reranker=self.reranker, closest_answerer=self.closest_answerer,
-            grounding=self.grounding,
-            cache_stage=self._cache_stage, tracer=self.tracer, writes=self._writes, context=lambda: self.context)
+            grounding=self.grounding, cache_stage=self._cache_stage, tracer=self.tracer, writes=self._writes,
+            context=lambda: self.context)
 
     def is_generative(self, llm_name: Optional[str] = None) -> bool:
         """Whether the LLM (default: the RAG's) writes answers from a prompt, unlike the extractive answerer."""
@@ -194,7 +194,6 @@ class RAG(DocumentsAPI, ContextAPI):
         return corpus_version(self.vector_store, self._writes.count)
 
     _check_k = staticmethod(check_k)
-    _llm_refused = staticmethod(llm_refused)
 
     def _check_llm(self, llm_name: str) -> 'LLM':
         return find_llm(self.host.llms(self._bot), llm_name)
@@ -252,9 +251,8 @@ class RAG(DocumentsAPI, ContextAPI):
             num_previous_messages (int): history size for this run (0 disables history)
             filter (dict): restrict retrieval (see :func:`rag_plugin.store.scope_filter`); default: the session's
                 scope (:meth:`set_scope`)
-            on_partial (Callable[[str], None]): stream the answer: called with the text generated so far while a
-                streaming-capable LLM writes it (not for abstentions and the extractive answerer, which arrive whole).
-                The returned message is the final answer, with sources.
+            on_partial (Callable[[str], None]): called with the text generated so far while a streaming LLM writes
+                it (not for abstentions or the extractive answerer); the returned message is the final, checked answer
 
         Returns:
             RAGMessage: the answer, its fragments and sources, confidence, and whether it abstained or degraded

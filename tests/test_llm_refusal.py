@@ -130,13 +130,14 @@ def test_a_refusal_from_an_openai_compatible_server_in_spanish(make_rag):
 
 
 def test_the_extractive_answerer_and_the_fallback_are_never_taken_for_a_refusal(make_rag):
+    from rag_plugin._pipeline import llm_refused
     from rag_plugin.generate.resilient import Generation
     rag = make_rag()
     result = rag.run(message='Is there a Linux desktop app?')
     assert not result.abstained and 'There is no Linux desktop app' in result.answer
     llm = rag._check_llm(rag.llm_name)
-    assert not rag._llm_refused(llm, Generation(REFUSAL_SENTENCE, 'extractive', 1))
+    assert not llm_refused(llm, Generation(REFUSAL_SENTENCE, 'extractive', 1))
     generative = make_rag(RecordingChatModel(responses=['x']))
     chat = generative._check_llm(generative.llm_name)
-    assert generative._llm_refused(chat, Generation(REFUSAL_SENTENCE, 'test-llm', 1))
-    assert not generative._llm_refused(chat, Generation(REFUSAL_SENTENCE, 'extractive', 3, degraded=True))
+    assert llm_refused(chat, Generation(REFUSAL_SENTENCE, 'test-llm', 1))
+    assert not llm_refused(chat, Generation(REFUSAL_SENTENCE, 'extractive', 3, degraded=True))
