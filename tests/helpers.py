@@ -34,6 +34,16 @@ def build_rag(store, llm: Any = 'extractive', bot=None, splitter=None, **kwargs)
     return RAG(bot, store, splitter if splitter is not None else default_splitter(), name, **kwargs)
 
 
+def chat_file(*args, **kwargs):
+    """A file a user uploaded in the chat, as the installed framework makes it: BBF's ``besser.bot.core.file.File``, or
+    BAF's ``baf.core.file.File`` in the BAF venv (same constructor, same attributes)."""
+    try:
+        from besser.bot.core.file import File
+    except ImportError:
+        from baf.core.file import File
+    return File(*args, **kwargs)
+
+
 def subprocess_env(**extra: str) -> dict:
     """The environment of a test's child process: this one's, offline (no Hugging Face downloads, no TensorFlow, no
     Chroma telemetry), with this checkout and ``tests/`` first on ``PYTHONPATH``; ``extra`` variables are added."""

@@ -75,7 +75,7 @@ def add_file(rag, file):
 
 
 def upload(name: str, data: bytes):
-    from besser.bot.core.file import File
+    from helpers import chat_file as File
     file = File(file_name=name, file_type='application/octet-stream', file_data=b'-')
     file.base64 = base64.b64encode(data).decode()  # as BBF keeps an upload (without decoding it once more here)
     return file

@@ -664,7 +664,7 @@ def _tree(folder: Path, skip: Path) -> set[str]:
 
 
 def test_uploaded_files_are_ingested_from_memory_with_safe_names_and_a_size_limit(tmp_path, new_rag, monkeypatch):
-    from besser.bot.core.file import File
+    from helpers import chat_file as File
     cwd = tmp_path / 'a' / 'b'
     cwd.mkdir(parents=True)
     monkeypatch.chdir(cwd)
@@ -707,7 +707,7 @@ def test_uploaded_files_are_ingested_from_memory_with_safe_names_and_a_size_limi
 
 
 def test_upload_that_is_not_valid_base64_or_not_a_supported_format_is_refused(tmp_path, new_rag):
-    from besser.bot.core.file import File
+    from helpers import chat_file as File
     rag = new_rag()
     session = ChatSession()
     bad = File(file_name='notes.txt', file_type='text/plain', file_data=b'hello')
@@ -1025,6 +1025,11 @@ def test_a_pdf_whose_words_are_drawn_in_pieces_is_read_with_whole_words(tmp_path
     assert 'Visits to an in-network provider are cheaper.' in text
 
 
+def _pypdf_major() -> int:
+    import pypdf
+    return int(pypdf.__version__.split('.')[0])
+
+
 def test_a_store_made_before_the_pdf_repair_splits_and_embeds_its_files_again(tmp_path, new_rag, monkeypatch):
     """The PDF extraction is part of the chunking settings: chunks read before the repair are replaced by repaired
     ones on the next ingestion, with no orphans."""
@@ -1041,7 +1046,9 @@ def test_a_store_made_before_the_pdf_repair_splits_and_embeds_its_files_again(tm
                                                   if k != 'extraction'})
         first = new_rag().ingest(str(docs))
         assert {f.status for f in first.files} == {'added'}
-        assert 'Mana ger' in ' '.join(c['_text'] for c in store_chunks(new_rag(), source_id='handbook.pdf').values())
+        old_text = ' '.join(c['_text'] for c in store_chunks(new_rag(), source_id='handbook.pdf').values())
+        # pypdf 4 (BBF's stack) reads the pieces apart; pypdf 6 (BAF's) already joins these two itself
+        assert 'Mana ger' in old_text or 'Manager' in old_text and _pypdf_major() >= 5
 
     rag = new_rag()
     report = rag.ingest(str(docs))

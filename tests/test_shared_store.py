@@ -226,7 +226,7 @@ def test_a_second_writer_waits_a_bounded_time_then_fails_with_a_clear_message(tm
 
 # ---- F6: many threads on one source_id ----------------------------------------------------------------------------
 def test_many_threads_writing_the_same_source_id_leave_exactly_one_version(tmp_path, shared_embeddings):
-    from besser.bot.core.file import File
+    from helpers import chat_file as File
     rag = make_rag(tmp_path / 'store', shared_embeddings)
     rag.uploads = 'shared'  # uploads into the store itself, as add_text
     session = ChatSession()

@@ -32,12 +32,14 @@ def _corpus_store(vector_store: Any) -> Any:
 
 def corpus_version(vector_store: Any, writes: int) -> str:
     """A text that changes whenever the corpus changes: the store's ``CorpusStore.version()`` (which sees every
-    process's writes), or, for a store without one, ``writes`` (this process's write count) with a token of the
-    process (safe: such entries are never shared with another process)."""
+    process's writes), or, for a store without one (or whose version is None: an in-memory chromadb 1.x store),
+    ``writes`` (this process's write count) with a token of the process (safe: such entries are never shared with
+    another process)."""
     store = _corpus_store(vector_store)
     version = getattr(store, 'version', None) if store is not None else None
-    if callable(version):
-        return f'store:{version()}'
+    found = version() if callable(version) else None
+    if found is not None:
+        return f'store:{found}'
     return f'process:{PROCESS_TOKEN}:{writes}'
 
 

@@ -19,6 +19,7 @@ from langchain_core.vectorstores import VectorStore
 from rag_plugin.ingest.fingerprint import SettingsChanged
 from rag_plugin.errors import StoreDamaged
 from rag_plugin.store import chroma_internals
+from rag_plugin.store.chroma_core import INDEX_OUT_OF_REACH
 from rag_plugin.store.chroma_files import sqlite_integrity
 from rag_plugin.store.ledger import Ledger
 from rag_plugin.text import cosine
@@ -46,6 +47,8 @@ class StoreCheck:
             from as they are; ingesting their files adopts them
         damage (str | None): what makes the store's files unreadable (a damaged vector index or database); nothing
             else was compared then
+        index_note (str | None): why the vector index was not compared (chromadb 1.x: out of Python's reach; its
+            files' header is still checked); ``index`` is -1 then
     """
     table: int
     index: int
@@ -58,6 +61,7 @@ class StoreCheck:
     orphans: list[str] = field(default_factory=list)
     foreign: list[str] = field(default_factory=list)
     damage: Optional[str] = None
+    index_note: Optional[str] = None
 
     @property
     def ok(self) -> bool:
@@ -66,7 +70,7 @@ class StoreCheck:
             return False
         if self.detailed:
             return not (self.missing_from_index or self.index_only or self.missing_from_table or self.orphans)
-        return self.table == self.index == self.ledger
+        return self.table == self.ledger and (self.index_note is not None or self.index == self.table)
 
     def foreign_note(self) -> str:
         """What the foreign chunks are and what to do with them ('' when there are none)."""
@@ -80,7 +84,8 @@ class StoreCheck:
         """One line: the counts and, when they differ, what differs."""
         if self.damage:
             return f'DAMAGED: {self.damage}'
-        line = f'table {self.table}, vector index {self.index}, ledger {self.ledger} chunk(s)'
+        index = f'vector index not compared ({self.index_note})' if self.index_note else f'vector index {self.index}'
+        line = f'table {self.table}, {index}, ledger {self.ledger} chunk(s)'
         if self.pending:
             line += (f'; {len(self.pending)} interrupted ingestion(s): their partial chunks are hidden and rolled '
                      f'back by the next write (an ingestion, an upload, or ingest --repair)')
@@ -100,7 +105,7 @@ class StoreCheck:
         return {'ok': self.ok, 'table': self.table, 'index': self.index, 'ledger': self.ledger,
                 'pending': self.pending, 'missing_from_index': self.missing_from_index,
                 'index_only': self.index_only, 'missing_from_table': self.missing_from_table,
-                'orphans': self.orphans, 'foreign': self.foreign, 'damage': self.damage}
+                'orphans': self.orphans, 'foreign': self.foreign, 'damage': self.damage, 'index_note': self.index_note}
 
 
 def check_store(vector_store: VectorStore, ledger: Ledger, detail: bool = False) -> Optional[StoreCheck]:
@@ -128,13 +133,14 @@ def check_store(vector_store: VectorStore, ledger: Ledger, detail: bool = False)
     if damage:
         return StoreCheck(table=-1, index=-1, ledger=sum(r.n_chunks for r in rows if r.status == 'ok'),
                           pending=[r.source_id for r in pending], damage=damage)
-    found = StoreCheck(table=store.count(), index=store.vector_index().count(),
+    reachable = store.index_reachable  # chromadb 1.x: the index is in its Rust core, out of reach
+    found = StoreCheck(table=store.count(), index=store.vector_index().count() if reachable else -1,
                        ledger=sum(r.n_chunks for r in rows if r.status == 'ok'),
-                       pending=[r.source_id for r in pending])
+                       pending=[r.source_id for r in pending], index_note=None if reachable else INDEX_OUT_OF_REACH)
     if not detail and not pending and found.ok:
         return found
     table = store.ids()
-    index = store.index_ids()
+    index = store.index_ids() if reachable else table
     required = {i for r in rows if r.status == 'ok' for i in r.ids()}
     allowed = required | {i for r in pending for i in r.ids() + r.prev_ids()}
     found.detailed = True

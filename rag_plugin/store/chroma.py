@@ -7,7 +7,8 @@ as :class:`~rag_plugin.defaults.SentenceTransformerEmbeddings` and OpenAI's are)
 Chroma (0.5.x) keeps each collection's vector index (an HNSW graph) in the memory of every process that opened it; its
 table (SQLite) is shared, and every write is logged in its SQLite queue with an increasing sequence number, which
 :meth:`ChromaStore.version` reads (see :class:`rag_plugin.store.chroma_refresh.ChromaRefresher`). Its files on disk,
-and what is damaged in them, are :mod:`rag_plugin.store.chroma_files`'s.
+and what is damaged in them, are :mod:`rag_plugin.store.chroma_files`'s; what differs on chromadb 1.x (a Rust core,
+its vector index out of Python's reach) is :mod:`rag_plugin.store.chroma_core`'s.
 """
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from langchain_core.vectorstores import VectorStore
 
 from rag_plugin.errors import StoreDamaged
 from rag_plugin.store.base import DenseHit
+from rag_plugin.store.chroma_core import (INDEX_OUT_OF_REACH, index_out_of_reach, last_write, persist_directory,
+                                          query_one, rust_core, system_of)
 from rag_plugin.store.chroma_files import (REPAIR_HINT, SQLITE_FILE, check_index, forget_store_folder, index_folder,
                                            set_aside_index, sqlite_damage)
 from rag_plugin.store.foreign import as_ours, is_foreign
@@ -129,7 +132,7 @@ class ChromaStore:
     @property
     def persist_directory(self) -> Optional[str]:
         """The folder the store is saved in (None in memory)."""
-        return getattr(self.vector_store, '_persist_directory', None)
+        return persist_directory(self.vector_store)
 
     @property
     def embeddings(self) -> Any:
@@ -295,7 +298,12 @@ class ChromaStore:
 
     # ---- Chroma's internals: write log and per-process vector index ---------------------------------------------------
     def _system(self) -> Any:
-        return getattr(getattr(self.vector_store, '_client', None), '_system', None)
+        return system_of(self.vector_store)
+
+    @property
+    def index_reachable(self) -> bool:
+        """Whether this process's vector index can be read and re-opened (chromadb 0.5; not 1.x's Rust core)."""
+        return not rust_core(self._system())
 
     @property
     def is_persistent(self) -> bool:
@@ -303,16 +311,17 @@ class ChromaStore:
         system = self._system()
         return bool(system is not None and system.settings.is_persistent)
 
-    def version(self) -> int:
-        """The sequence number of the last write logged in Chroma's queue (any process); -1 before the first."""
-        from chromadb.db.impl.sqlite import SqliteDB  # chromadb is only needed with a Chroma store
-        with self._system().instance(SqliteDB).tx() as cur:
-            row = cur.execute('SELECT MAX(seq_id) FROM embeddings_queue').fetchone()
-        return int(row[0]) if row and row[0] is not None else -1
+    def version(self) -> Optional[int]:
+        """The sequence number of the last write logged in Chroma's queue (any process); -1 before the first; None
+        for an in-memory chromadb 1.x store (its log is out of reach; only this process writes to it)."""
+        return last_write(self.vector_store)
 
     def vector_index(self) -> Any:
-        """Chroma's vector index (HNSW segment) of the collection in this process."""
+        """Chroma's vector index (HNSW segment) of the collection in this process (StoreDamaged: the saved one is
+        damaged; RuntimeError on chromadb 1.x, whose index is out of reach: :attr:`index_reachable`)."""
         from chromadb.segment import SegmentManager, VectorReader
+        if not self.index_reachable:
+            raise RuntimeError(INDEX_OUT_OF_REACH)
         self.check_vector_index()
         return self._system().instance(SegmentManager).get_segment(self._collection.id, VectorReader)
 
@@ -328,9 +337,13 @@ class ChromaStore:
 
     def reopen_index(self) -> None:
         """Drop this process's copy of the collection's vector index; Chroma re-opens it from disk and replays the
-        writes logged since it was last saved (what a restart does)."""
+        writes logged since it was last saved (what a restart does). Nothing on chromadb 1.x: its Rust core has no
+        Python copy to drop (the table, which the BM25 index is built from, is read afresh by the caller)."""
         from chromadb.segment import SegmentManager, VectorReader
         from chromadb.types import SegmentScope
+        if not self.index_reachable:
+            self.check_vector_index()
+            return
         manager = self._system().instance(SegmentManager)
         collection_id = self._collection.id
         segment = manager._get_segment_sysdb(collection_id, SegmentScope.VECTOR)
@@ -389,10 +402,8 @@ class ChromaStore:
         collection_id = str(self._collection.id)
 
         def segment_id() -> Optional[str]:
-            from chromadb.db.impl.sqlite import SqliteDB
-            with self._system().instance(SqliteDB).tx() as cur:
-                row = cur.execute("SELECT id FROM segments WHERE collection = ? AND scope = 'VECTOR'",
-                                  (collection_id,)).fetchone()
+            row = query_one(self.vector_store, "SELECT id FROM segments WHERE collection = ? AND scope = 'VECTOR'",
+                            (collection_id,))
             return None if row is None else row[0]
         return index_folder(self.persist_directory, collection_id, segment_id)
 
@@ -410,12 +421,15 @@ class ChromaStore:
 
     def set_aside_vector_index(self) -> Optional[str]:
         """Move the collection's saved vector index aside (``<folder>.damaged-<time>``, kept) and open the index
-        again: Chroma builds it from its write log. Returns where the old files went (None: nothing was saved)."""
+        again: Chroma builds it from its write log. Returns where the old files went (None: nothing was saved);
+        StoreDamaged on chromadb 1.x, whose Rust core keeps its own copy (:func:`~.chroma_core.index_out_of_reach`)."""
         from chromadb.segment import SegmentManager, VectorReader
         from chromadb.types import SegmentScope
         folder = self.vector_folder()
         if folder is None or not os.path.isdir(folder):
             return None
+        if not self.index_reachable:
+            raise index_out_of_reach(self.persist_directory, folder)
         manager = self._system().instance(SegmentManager)
         segment = manager._get_segment_sysdb(self._collection.id, SegmentScope.VECTOR)
         with manager._lock:  # never saved again over the moved files
