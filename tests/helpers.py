@@ -34,6 +34,23 @@ def build_rag(store, llm: Any = 'extractive', bot=None, splitter=None, **kwargs)
     return RAG(bot, store, splitter if splitter is not None else default_splitter(), name, **kwargs)
 
 
+def chroma_major() -> int:
+    """The installed chromadb's major version (0: BBF's 0.5.4, Python core; 1: BAF's stack, Rust core)."""
+    from importlib.metadata import version
+    return int(version('chromadb').split('.')[0])
+
+
+RUST_CHROMA_NO_INDEX = ('chromadb 1.x keeps the vector index in its Rust core: its ids cannot be read and it cannot be '
+                        'moved aside and rebuilt from Python (rag_plugin.store.chroma_core)')
+"""str: why a test of the vector index's consistency or repair is skipped on chromadb 1.x."""
+
+
+def store_folder(vector_store) -> str:
+    """The folder of a persisted Chroma store (langchain-chroma 0.2+, BAF's stack, keeps no ``_persist_directory``)."""
+    from rag_plugin.store.chroma_core import persist_directory
+    return persist_directory(vector_store)
+
+
 def chat_file(*args, **kwargs):
     """A file a user uploaded in the chat, as the installed framework makes it: BBF's ``besser.bot.core.file.File``, or
     BAF's ``baf.core.file.File`` in the BAF venv (same constructor, same attributes)."""

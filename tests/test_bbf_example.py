@@ -10,7 +10,11 @@ import socket
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import PDFS, BotClient, free_port
+
+pytestmark = pytest.mark.bbf  # BBF's own example bot, read from the BBF wheel
 
 
 def test_bbf_example_bot_with_rag_plugin(tmp_path, monkeypatch):

@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 from conftest import PDFS, ROOT, BotClient, free_port
 
+pytestmark = pytest.mark.bbf  # BBF's own Streamlit UI
+
 CHROMIUM = os.environ.get('RAG_PLUGIN_CHROMIUM', '/usr/bin/chromium')
 CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
                  '--disable-background-networking', '--disable-component-update', '--disable-sync']

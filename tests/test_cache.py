@@ -73,6 +73,7 @@ def cache(**kwargs):
 
 
 # ---- hit and miss ----------------------------------------------------------------------------------------------------
+@pytest.mark.bbf
 def test_a_repeated_question_in_other_words_is_a_hit_with_the_stored_answer(make_rag, tmp_path):
     from rag_plugin.channels.events import last_rag_message, rag_outcome
     from rag_plugin._trace import format_record, read_trace
@@ -484,6 +485,7 @@ def test_a_missing_redis_package_is_one_clear_line(monkeypatch):
 
 
 # ---- in a running BBF bot --------------------------------------------------------------------------------------------
+@pytest.mark.bbf
 def test_the_websocket_bot_answers_a_repeated_question_from_the_cache(corpus_store):
     def rag_factory(bot):
         return build_rag(corpus_store, bot=bot, cache=cache())
@@ -558,6 +560,7 @@ def test_changing_a_cached_message_does_not_change_the_entry(make_rag):
 
 @pytest.mark.parametrize('setting, backend', [(None, 'InProcessBackend'), ('off', None),
                                               ('redis://127.0.0.1:6379/0', 'RedisBackend')])
+@pytest.mark.bbf
 def test_the_demo_bot_has_the_cache_on_and_the_library_off(corpus_store_dir, tmp_path, monkeypatch, setting, backend):
     import runpy
     store = tmp_path / 'store'

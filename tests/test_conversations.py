@@ -16,6 +16,7 @@ def _has_cache_limit(message: dict) -> bool:
 
 
 @pytest.mark.parametrize('rewrite', [True, False])
+@pytest.mark.bbf
 def test_follow_up_needs_rewriting_over_the_websocket_platform(corpus_store, rewrite):
     def rag_factory(bot):
         return build_rag(corpus_store, bot=bot, num_previous_messages=4, rewrite_queries=rewrite)
@@ -35,6 +36,7 @@ def test_follow_up_needs_rewriting_over_the_websocket_platform(corpus_store, rew
         assert not _has_cache_limit(second)  # the raw follow-up does not find the fragment
 
 
+@pytest.mark.bbf
 def test_concurrent_sessions_do_not_share_history(corpus_store):
     def rag_factory(bot):
         return build_rag(corpus_store, bot=bot, num_previous_messages=4)
@@ -53,6 +55,7 @@ def test_concurrent_sessions_do_not_share_history(corpus_store):
     assert 'webhook' in bob_follow['query'].lower() and 'offline' not in bob_follow['query'].lower()
 
 
+@pytest.mark.bbf
 def test_memory_history_is_bounded_per_session_and_gone_on_reset(make_rag):
     from besser.bot.core.bot import Bot
     from besser.bot.core.session import Session
@@ -70,6 +73,7 @@ def test_memory_history_is_bounded_per_session_and_gone_on_reset(make_rag):
     assert rag.history.get(fresh, 10) == []
 
 
+@pytest.mark.bbf
 def test_rewrite_prompt_goes_to_the_llm_only_with_history_and_zero_disables(make_rag):
     from besser.bot.core.bot import Bot
     from besser.bot.core.session import Session
@@ -136,11 +140,13 @@ def _second_turn(make_rag, first: str, second: str):
 
 
 @pytest.mark.parametrize('first, question', STANDALONE_AFTER_UNRELATED)
+@pytest.mark.bbf
 def test_a_standalone_question_after_an_unrelated_turn_is_searched_as_asked(make_rag, first, question):
     assert _second_turn(make_rag, first, question).query == question
 
 
 @pytest.mark.parametrize('first, follow_up, carried', FOLLOW_UPS)
+@pytest.mark.bbf
 def test_a_follow_up_is_completed_with_the_previous_question(make_rag, first, follow_up, carried):
     query = _second_turn(make_rag, first, follow_up).query
     assert query.startswith(follow_up) and carried.lower() in query[len(follow_up):].lower()
@@ -150,6 +156,7 @@ def test_a_follow_up_is_completed_with_the_previous_question(make_rag, first, fo
     ('How many words can a single note hold?', 'What should I do with longer material?', 'note'),
     ('What is the API rate limit?', 'which headers tell me how close i am', 'limit'),
 ])
+@pytest.mark.bbf
 def test_a_follow_up_that_finds_nothing_as_asked_is_searched_again_completed(make_rag, first, follow_up, carried):
     """Nothing in these says they depend on the conversation, but searched as asked they find nothing."""
     result = _second_turn(make_rag, first, follow_up)
@@ -168,6 +175,7 @@ def pg_schema():
     conn.close()
 
 
+@pytest.mark.bbf
 def test_history_from_bbf_monitoring_db_on_postgresql(corpus_store, pg_schema):
     """BBF 1.5's MonitoringDB stores the dialogue; for a session the RAG's memory does not know (the same chat after a
     restart), the next prompt holds the previous RAG answer read back from it."""

@@ -62,6 +62,7 @@ def assert_no_reply_str(client: BotClient, after: int, wait: float = 1.5) -> Non
 
 
 # ---- a real bot ------------------------------------------------------------------------------------------------------
+@pytest.mark.bbf
 def test_abstention_hands_off_and_answers_stay(make_rag):
     with running_bot(lambda bot, platform: outcome_states(bot, platform, lambda b: make_rag(bot=b))) as (bot, port):
         client = BotClient(port)
@@ -88,6 +89,7 @@ def test_abstention_hands_off_and_answers_stay(make_rag):
             client.close()
 
 
+@pytest.mark.bbf
 def test_degraded_answer_goes_to_its_own_state(make_rag):
     def rag_factory(bot):
         return make_rag(FailingChatModel(responses=['unused']), bot=bot, llm_max_attempts=1)
@@ -137,6 +139,7 @@ def rag_message(**kwargs):
     ({'degraded': True}, 'degraded', {'rag_answered', 'rag_degraded'}),
     ({'degraded': True, 'abstained': True, 'docs': []}, 'degraded', {'rag_degraded'}),  # the store failed
 ])
+@pytest.mark.bbf
 def test_events_and_outcome(fields, outcome, true_events):
     from rag_plugin.channels import events
     message = rag_message(**fields)
@@ -145,6 +148,7 @@ def test_events_and_outcome(fields, outcome, true_events):
     assert {name for name in names if getattr(events, name)(FakeSession(message), {})} == true_events
 
 
+@pytest.mark.bbf
 def test_events_have_bbf_event_signature():
     from besser.bot.library.event.event_template import event_template
 
@@ -154,6 +158,7 @@ def test_events_have_bbf_event_signature():
         assert inspect.signature(event).parameters == inspect.signature(event_template).parameters
 
 
+@pytest.mark.bbf
 def test_events_are_false_without_a_fresh_answer():
     from rag_plugin.channels.events import rag_abstained, rag_answered
     assert rag_answered(FakeSession(None), {}) is False  # no RAG run yet
@@ -165,6 +170,7 @@ def test_events_are_false_without_a_fresh_answer():
     assert rag_abstained(session, {}) is False  # one answer, one event transition
 
 
+@pytest.mark.bbf
 def test_on_rag_outcomes_orders_transitions_before_the_intent_ones():
     from besser.bot.core.bot import Bot
 

@@ -17,6 +17,9 @@ import pytest
 from conftest import PDFS, ROOT
 from helpers import build_rag
 
+# Stores filled by BBF 1.5's own RAG and LangChain wrapper (langchain_community's Chroma, on chromadb 0.5)
+pytestmark = pytest.mark.bbf
+
 BBF_SPLITTER = 'RecursiveCharacterTextSplitter(chunk_size=1000, chunk_overlap=100)'  # BBF's example bot's
 
 # RAG(...) inline: BBF's own RAG class filling a store, as BBF's example bot does, is the point (not build_rag)

@@ -95,6 +95,7 @@ def grounding_properties(mode: str) -> dict:
 
 # ---- the web chat: BBF's websocket platform, the demo bot's streaming reply, the web chat's client and rendering ----
 @pytest.mark.parametrize('mode', MODES)
+@pytest.mark.bbf
 def test_the_web_chat_shows_the_grounded_answer_and_the_sources_of_its_markers(make_rag, mode):
     from rag_plugin.channels.websocket import reply_rag_streaming
 
@@ -135,6 +136,7 @@ def test_the_web_chat_shows_the_grounded_answer_and_the_sources_of_its_markers(m
 
 # ---- Telegram: BBF's TelegramPlatform and PTB against the fake Bot API ----------------------------------------------
 @pytest.mark.parametrize('mode', MODES)
+@pytest.mark.bbf
 def test_telegram_sends_the_grounded_answer_with_footnotes_of_its_markers(telegram_server, make_rag, mode):
     server = telegram_server
 
@@ -183,6 +185,7 @@ def ask(client: TestClient, question: str = QUESTION) -> dict:
 
 
 @pytest.mark.parametrize('mode', MODES)
+@pytest.mark.bbf
 def test_the_http_api_answers_grounded_with_the_sources_of_its_markers(make_rag, mode):
     reply = ask(api_client(make_rag, mode))
     assert reply['outcome'] == 'answer' and not reply['abstained']
@@ -196,6 +199,7 @@ def test_the_http_api_answers_grounded_with_the_sources_of_its_markers(make_rag,
 
 
 @pytest.mark.parametrize('mode', MODES)
+@pytest.mark.bbf
 def test_the_http_api_grounding_field_lists_what_was_done_to_each_sentence(make_rag, mode):
     grounding = ask(api_client(make_rag, mode))['grounding']
     invented = 'removed' if mode == 'remove' else 'flagged'
@@ -210,6 +214,7 @@ def test_the_http_api_grounding_field_lists_what_was_done_to_each_sentence(make_
     assert (grounding['removed'], grounding['flagged']) == ((1, 0) if mode == 'remove' else (0, 1))
 
 
+@pytest.mark.bbf
 def test_with_grounding_off_the_http_api_passes_the_reply_through_unchecked(make_rag):
     reply = ask(api_client(make_rag, 'off'))
     assert reply['answer'] == REPLY

@@ -67,6 +67,7 @@ def chat_rows(admin, name: str) -> int:
         conn.close()
 
 
+@pytest.mark.bbf
 def test_twenty_concurrent_sessions_with_the_monitoring_db(corpus_store, pg_database):
     """Each session asks about two subjects, then an elliptic follow-up: it must carry the second subject."""
     admin, name = pg_database
@@ -122,6 +123,7 @@ def test_twenty_concurrent_sessions_with_the_monitoring_db(corpus_store, pg_data
     assert chat_rows(admin, name) > 0  # BBF writes to the DB after the load
 
 
+@pytest.mark.bbf
 def test_a_killed_db_connection_costs_no_reply(corpus_store, pg_database):
     admin, name = pg_database
     rags = []
@@ -167,6 +169,7 @@ def test_a_killed_db_connection_costs_no_reply(corpus_store, pg_database):
         bob.close()
 
 
+@pytest.mark.bbf
 def test_a_monitoring_db_down_from_the_start(corpus_store):
     rags = []
     with running_bot(lambda bot, platform: simple_rag_states(bot, platform, extractive_rag(corpus_store, rags)),
@@ -183,6 +186,7 @@ def test_a_monitoring_db_down_from_the_start(corpus_store):
         bob.close()
 
 
+@pytest.mark.bbf
 def test_db_errors_fall_back_to_memory_and_are_logged_once_per_kind(make_rag, caplog):
     """A DB that is configured and 'connected' but whose reads fail: the history is the RAG's memory."""
     from besser.bot import db

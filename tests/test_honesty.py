@@ -92,6 +92,7 @@ def test_a_missing_store_gives_a_clear_answer_not_an_exception(make_rag):
     assert result.abstained and result.degraded and 'right now' in result.answer
 
 
+@pytest.mark.bbf
 def test_generation_faults_through_the_websocket_bot(corpus_store):
     """429 then success, 500 x N, a hanging response and a malformed body: the user always gets an answer."""
     from rag_plugin import openai_llm

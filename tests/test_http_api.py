@@ -9,6 +9,7 @@ import time
 import httpx
 import pytest
 from conftest import ROOT, free_port
+from helpers import store_folder
 from fastapi.testclient import TestClient
 
 KEY = 'test-key-123'
@@ -464,7 +465,7 @@ def test_fuzz_the_whole_api_never_answers_500(rag):
     statuses = {}
     for n in range(660):
         if n == 600:
-            shutil.rmtree(rag.vector_store._persist_directory)
+            shutil.rmtree(store_folder(rag.vector_store))
         method, path, body, headers = _fuzz_request(rng)
         response = client.request(method, path, content=body, headers=headers)
         _check_reply(response, f'#{n} {method} {path} {headers} {body[:200]!r}', store_down=n >= 600)

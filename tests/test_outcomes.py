@@ -70,6 +70,7 @@ def test_the_outcome_is_in_the_command_lines_json(corpus_store_dir):
 
 @pytest.mark.parametrize('outcome, fired', [('answer', 'rag_answered'), ('closest', 'rag_closest'),
                                             ('not_found', 'rag_abstained')])
+@pytest.mark.bbf
 def test_each_outcome_fires_its_event(outcome, fired):
     from rag_plugin.channels import events
     from rag_plugin.message import RAGMessage

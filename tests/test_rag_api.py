@@ -6,6 +6,7 @@ from conftest import PDFS, RecordingChatModel
 from helpers import build_rag
 
 
+@pytest.mark.bbf
 def test_signatures_match_bbf():
     from besser.bot.nlp.rag.rag import RAG as BBFRAG
     from besser.bot.nlp.rag.rag import RAGMessage as BBFRAGMessage
@@ -45,6 +46,7 @@ def test_load_pdfs_counts_chunks_and_stores_one_based_pages(tmp_path, embeddings
     assert rag.load_pdfs(str(PDFS)) == 0  # unchanged: nothing added again
 
 
+@pytest.mark.bbf
 def test_create_prompt_order_and_numbered_fragments(make_rag):
     from datetime import datetime
 
@@ -97,6 +99,7 @@ def test_bad_arguments_raise_clear_errors(make_rag, corpus_store):
         rag.run(message='hi', llm_name='nope')
 
 
+@pytest.mark.bbf
 def test_session_run_rag_uses_the_plugin(make_rag):
     """Constructing the RAG plugs it into a real BBF bot's NLP engine, so session.run_rag() reaches it."""
     from besser.bot.core.bot import Bot

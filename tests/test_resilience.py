@@ -9,7 +9,7 @@ import pytest
 from conftest import ROOT, BotClient, running_bot, simple_rag_states
 from fake_openai_server import FakeOpenAIServer
 from fastapi.testclient import TestClient
-from helpers import build_rag
+from helpers import build_rag, store_folder
 
 QUESTION = 'What is the API rate limit?'
 
@@ -21,6 +21,7 @@ def local_client(rag) -> TestClient:
 
 
 # ---- bounded, valid input (F7, F1/F2) --------------------------------------------------------------------------------
+@pytest.mark.bbf
 def test_long_and_invalid_questions_over_the_websocket_bot(corpus_store, tmp_path):
     """A 1 MB message is answered from its first 4,000 characters (noted in the trace); a lone surrogate is answered
     and traced; a message over the bot's websocket.max_size closes that connection (BBF's limit, set by property)."""
@@ -148,7 +149,7 @@ def test_store_removed_under_the_http_api_is_503_naming_the_store(make_rag):
     client = local_client(rag)
     health = client.get('/health')
     assert health.status_code == 200 and health.json()['parts'] == {'store': 'ok', 'embeddings': 'ok', 'llm': 'ok'}
-    shutil.rmtree(rag.vector_store._persist_directory)
+    shutil.rmtree(store_folder(rag.vector_store))
     for path in ('/ask', '/retrieve', '/answer'):
         response = client.post(path, json={'question': QUESTION})
         assert response.status_code == 503, (path, response.text)
@@ -174,7 +175,7 @@ def test_a_store_failure_is_finished_as_every_other_reply(make_rag, tmp_path):
     trace = tmp_path / 'trace.jsonl'
     rag = make_rag(trace_file=str(trace))
     session = ChatSession('outage')
-    shutil.rmtree(rag.vector_store._persist_directory)
+    shutil.rmtree(store_folder(rag.vector_store))
     result = rag.run(session=session, message=QUESTION)
     assert result.answer == STORE_UNAVAILABLE_ANSWER and result.outcome == 'unavailable'
     history = rag.history.get(session, 10)
@@ -252,6 +253,7 @@ def test_black_hole_llm_degrades_within_the_deadline_then_the_breaker_skips_it(c
     assert breaker.transitions == ['closed', 'open', 'half_open', 'open', 'half_open', 'closed']
 
 
+@pytest.mark.bbf
 def test_follow_up_rewrite_shares_the_deadline(corpus_store, tmp_path):
     from besser.bot.core.bot import Bot
     from besser.bot.core.session import Session

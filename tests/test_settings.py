@@ -46,6 +46,7 @@ def make_rag(bot, embeddings, **kwargs):
     return build_rag(store, bot=bot, ledger_path=':memory:', **kwargs)
 
 
+@pytest.mark.bbf
 def test_config_ini_is_read_then_env_then_arguments_override_it(bbf_bot, embeddings, tmp_path, monkeypatch):
     from rag_plugin.guard import DEFAULT_MAX_UNKNOWN
     from rag_plugin.settings import RAG_ANSWER_DEADLINE, RAG_K, RAG_RELEVANCE_THRESHOLD
@@ -93,6 +94,7 @@ def test_config_ini_is_read_then_env_then_arguments_override_it(bbf_bot, embeddi
     assert make_rag(bbf_bot, embeddings).k == 9
 
 
+@pytest.mark.bbf
 def test_a_bad_value_names_the_property_and_where_it_came_from(bbf_bot, embeddings, monkeypatch):
     from rag_plugin.settings import RAG_K
     bbf_bot.config.set('rag', RAG_K.name, 'seven')
@@ -124,6 +126,7 @@ def test_defaults_without_a_config_are_the_documented_ones(embeddings, monkeypat
     assert make_rag(bot, embeddings).tracer.path == 'some_trace.jsonl'
 
 
+@pytest.mark.bbf
 def test_store_embeddings_and_llm_helpers_read_the_bot(bbf_bot, embeddings, tmp_path, monkeypatch):
     from rag_plugin import default_llm, default_vector_store
     from rag_plugin.generate.extractive import is_extractive

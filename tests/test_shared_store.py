@@ -17,7 +17,7 @@ import pytest
 
 import ingest_fixtures as fx
 from conftest import ChatSession
-from helpers import build_rag, subprocess_env
+from helpers import RUST_CHROMA_NO_INDEX, build_rag, chroma_major, subprocess_env
 
 ROOT = fx.ROOT
 
@@ -107,6 +107,9 @@ def table_ids(rag) -> set[str]:
 
 
 # ---- F5: a reader and a writer process ----------------------------------------------------------------------------
+@pytest.mark.xfail(chroma_major() >= 1, strict=True,
+                   reason="chromadb 1.x: this process's Rust index does not see another process's writes and Chroma "
+                          "fails the search ('Error finding id'); it cannot be re-opened from Python yet")
 def test_a_reader_answers_while_another_process_ingests_and_then_finds_the_new_document(tmp_path, shared_embeddings):
     store_dir = tmp_path / 'store'
     create_store(store_dir, shared_embeddings)
@@ -158,6 +161,7 @@ def test_a_reader_answers_while_another_process_ingests_and_then_finds_the_new_d
 
 
 # ---- F5: two writer processes -------------------------------------------------------------------------------------
+@pytest.mark.skipif(chroma_major() >= 1, reason=RUST_CHROMA_NO_INDEX)
 def test_two_writer_processes_at_once_leave_no_chunk_missing_from_the_vector_index(tmp_path, shared_embeddings):
     from rag_plugin.store.chroma_refresh import ChromaRefresher, index_ids
     store_dir = tmp_path / 'store'
@@ -280,6 +284,7 @@ def drop_from_vector_index(vector_store, chunk_id: str) -> None:
     segment._persist()
 
 
+@pytest.mark.skipif(chroma_major() >= 1, reason=RUST_CHROMA_NO_INDEX)
 def test_the_consistency_check_finds_a_planted_inconsistency_and_repair_fixes_it(tmp_path, shared_embeddings,
                                                                                  caplog):
     from rag_plugin.cli import main

@@ -52,6 +52,7 @@ def llm_server():
         yield server
 
 
+@pytest.mark.bbf
 def test_partials_grow_into_the_final_answer_with_sources(corpus_store, llm_server):
     llm_server.stream_delay = 0.05
     with running_bot(lambda bot, platform: streaming_states(bot, platform, openai_rag(corpus_store, llm_server))
@@ -71,6 +72,7 @@ def test_partials_grow_into_the_final_answer_with_sources(corpus_store, llm_serv
     assert final['docs'][0]['metadata']['page'] == 4
 
 
+@pytest.mark.bbf
 def test_a_fast_stream_still_sends_two_partials(corpus_store, llm_server):
     llm_server.stream_delay = 0  # every piece arrives within the throttle interval
     with running_bot(lambda bot, platform: streaming_states(bot, platform, openai_rag(corpus_store, llm_server))
@@ -80,6 +82,7 @@ def test_a_fast_stream_still_sends_two_partials(corpus_store, llm_server):
     assert all(final['answer'].startswith(partial.rstrip()) for partial in partials)
 
 
+@pytest.mark.bbf
 def test_extractive_answers_and_abstentions_arrive_whole(corpus_store):
     def factory(bot):
         return build_rag(corpus_store, bot=bot)
@@ -95,6 +98,7 @@ def test_extractive_answers_and_abstentions_arrive_whole(corpus_store):
         assert final['abstained'] is True and final['docs'] == []
 
 
+@pytest.mark.bbf
 def test_a_stream_that_breaks_ends_with_the_degraded_fallback(corpus_store, llm_server):
     llm_server.stream_delay = 0.05
     llm_server.faults = ['stream_break'] * 3  # every attempt breaks after two chunks
@@ -149,6 +153,7 @@ def test_partial_sender_never_raises_into_the_stream():
     assert sender.sent == 0
 
 
+@pytest.mark.bbf
 def test_partial_payload_is_bbf_json():
     import json
 

@@ -342,6 +342,7 @@ def test_footer_gets_its_own_message_when_it_does_not_fit():
     assert parts[0] == answer and parts[1].startswith('<b>Sources:</b>\n[1] getting_started.pdf, p. 4')
 
 
+@pytest.mark.bbf
 def test_reply_rag_checks_the_platform(caplog):
     from besser.bot.core.bot import Bot
     from besser.bot.exceptions.exceptions import PlatformMismatchError
@@ -382,6 +383,7 @@ def test_importing_channels_starts_nothing():
 
 
 # ---- bots over the fake Telegram server ------------------------------------------------------------------------------
+@pytest.mark.bbf
 def test_telegram_rag_bot_answers_with_fact_and_footnotes(telegram_server, corpus_store_dir, tmp_path, monkeypatch):
     """bots/telegram_rag_bot.py, as shipped, with its config file given by RAG_TELEGRAM_CONFIG."""
     from besser.bot.core.message import MessageType
@@ -434,6 +436,7 @@ def test_telegram_rag_bot_answers_with_fact_and_footnotes(telegram_server, corpu
     assert methods.index('getMe') < methods.index('deleteWebhook') < methods.index('getUpdates')
 
 
+@pytest.mark.bbf
 def test_telegram_rag_bot_refuses_a_placeholder_token(tmp_path, monkeypatch):
     config = tmp_path / 'telegram.ini'
     config.write_text((ROOT / 'bots' / 'telegram_config.ini').read_text())  # the shipped placeholder
@@ -445,6 +448,7 @@ def test_telegram_rag_bot_refuses_a_placeholder_token(tmp_path, monkeypatch):
         runpy.run_path(str(ROOT / 'bots' / 'telegram_rag_bot.py'), run_name='telegram_rag_bot')
 
 
+@pytest.mark.bbf
 def test_long_answer_is_split_into_messages_under_4096(telegram_server, make_rag):
     from rag_plugin.channels.telegram import format_rag_message, telegram_length
     server = telegram_server
@@ -471,6 +475,7 @@ def test_long_answer_is_split_into_messages_under_4096(telegram_server, make_rag
     assert {1, 2, 3} <= {int(n) for n in re.findall(r'\[(\d)\]', footer)}  # the numbers the answer cites
 
 
+@pytest.mark.bbf
 def test_a_closest_reply_reaches_telegram_with_its_passages_and_footnotes(telegram_server, make_rag):
     """Issue 26: over the Bot API, a question the guides are about but do not answer gets the preface, the passages
     with their [n], and a footnote per passage's file and page; a question off their subject still gets no footer."""
@@ -495,6 +500,7 @@ def test_a_closest_reply_reaches_telegram_with_its_passages_and_footnotes(telegr
 
 
 @pytest.mark.parametrize('parse_mode', ['HTML', 'MarkdownV2'])
+@pytest.mark.bbf
 def test_source_name_with_special_characters_is_escaped(telegram_server, make_rag, parse_mode):
     def rag_factory(bot):
         rag = make_rag(bot=bot)
@@ -519,6 +525,7 @@ def test_source_name_with_special_characters_is_escaped(telegram_server, make_ra
         assert_valid_markdown_v2(text)
 
 
+@pytest.mark.bbf
 def test_a_refused_message_is_logged_and_the_bot_goes_on(telegram_server, make_rag, caplog):
     server = telegram_server
     bot = new_telegram_bot(lambda bot, platform: rag_states(bot, platform, lambda b: make_rag(bot=b)))
@@ -534,6 +541,7 @@ def test_a_refused_message_is_logged_and_the_bot_goes_on(telegram_server, make_r
     assert "can't parse entities" in caplog.text.lower()
 
 
+@pytest.mark.bbf
 def test_a_telegram_upload_is_answered_only_in_the_chat_that_sent_it(telegram_server, make_rag):
     """Issue 25: a file one Telegram user sent was the documents of every user. It is that chat's own now."""
     from besser.bot.core.session import Session

@@ -241,6 +241,7 @@ def test_the_uploads_setting_is_read_from_the_bot_and_checked(make_rag, monkeypa
 
 
 # ---- over the websocket, as BBF calls it -----------------------------------------------------------------------------
+@pytest.mark.bbf
 def test_websocket_sessions_never_see_each_others_uploads(corpus_store):
     """Two chat sessions of one bot; the state body calls ``rag.add_file(session.file)``, BBF's call shape."""
     import base64

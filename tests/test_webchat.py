@@ -453,6 +453,7 @@ def test_web_chat_answers_with_sources_not_found_upload_and_streaming(browser, c
         page.screenshot(path=str(tmp_path / 'webchat_end.png'), full_page=True)
 
 
+@pytest.mark.bbf
 def test_upload_payload_reaches_the_bot_and_is_ingested(corpus_store):
     """The upload path without a browser: BBF's user_file payload -> file transition -> rag.add_file -> reply."""
     import base64
@@ -486,6 +487,7 @@ def test_upload_payload_reaches_the_bot_and_is_ingested(corpus_store):
             client.close()
 
 
+@pytest.mark.bbf
 def test_use_rag_webchat_runs_our_app_with_bbf_arguments(corpus_store):
     from besser.bot.core.bot import Bot
     from besser.bot.platforms.websocket.websocket_platform import WebSocketPlatform
@@ -549,6 +551,7 @@ def demo_bot_client(corpus_store_dir: Path, tmp_path: Path, monkeypatch) -> Iter
         stopper.join(10)
 
 
+@pytest.mark.bbf
 def test_demo_bot_sends_one_message_per_abstention(corpus_store_dir, tmp_path, monkeypatch):
     """bots/rag_bot.py, as shipped (without the UI): an out-of-scope question gets ONE reply, which asks to clarify."""
     with demo_bot_client(corpus_store_dir, tmp_path, monkeypatch) as (client, bot):
@@ -564,6 +567,7 @@ def test_demo_bot_sends_one_message_per_abstention(corpus_store_dir, tmp_path, m
         assert '30 days' in followup['message']['answer']
 
 
+@pytest.mark.bbf
 def test_demo_bot_shows_the_closest_passages_without_asking_to_clarify(corpus_store_dir, tmp_path, monkeypatch):
     """Issue 26: a question on the guides' subject that they don't answer gets ONE reply, the closest passages with
     their sources, not the "can't find, could you name..." of an abstention; the bot stays ready for questions."""
@@ -581,6 +585,7 @@ def test_demo_bot_shows_the_closest_passages_without_asking_to_clarify(corpus_st
         assert '30 days' in client.ask('How long do deleted notes stay in the trash?')['message']['answer']
 
 
+@pytest.mark.bbf
 def test_demo_bot_overview_is_an_answer_with_its_sources(corpus_store_dir, tmp_path, monkeypatch):
     """The demo's /overview came as Markdown: its [1]...[12] had no sources. It is a RAG answer, whose sources are
     the fragments its markers cite, and it says each sentence once."""
@@ -600,6 +605,7 @@ def test_demo_bot_overview_is_an_answer_with_its_sources(corpus_store_dir, tmp_p
         assert html.count('rag-source rag-source-cited') == len(markers)
 
 
+@pytest.mark.bbf
 def test_demo_bot_answers_a_message_that_is_not_text(corpus_store_dir, tmp_path, monkeypatch):
     """Issue 25: the demo bot did not answer a websocket message whose ``message`` is a number, null or an object
     (AttributeError in rag_body). It asks for text, and goes on answering."""

@@ -1,8 +1,10 @@
 """A real BBF bot with the websocket platform answers from data/pdfs through rag_plugin."""
+import pytest
 from conftest import BotClient, running_bot, simple_rag_states
 from helpers import build_rag
 
 
+@pytest.mark.bbf
 def test_websocket_bot_answers_with_fact_file_and_page(corpus_store):
     def rag_factory(bot):
         return build_rag(corpus_store, bot=bot)

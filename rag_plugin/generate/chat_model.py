@@ -1,10 +1,16 @@
-"""An adapter that registers any LangChain chat model on a BBF bot as an LLM (``predict`` and ``stream``)."""
+"""An adapter that registers any LangChain chat model on a BBF bot or a BAF agent as an LLM (``predict`` and
+``stream``).
+
+:class:`ChatModelLLM` is an instance of the installed framework's ``LLM`` (BBF's ``besser.bot.nlp.llm.llm.LLM``, else
+BAF's ``baf.nlp.llm.llm.LLM``: the two pin stacks that cannot share a venv), found when this module is first imported;
+with neither installed (the command line), it registers itself the same way without a base.
+"""
 from __future__ import annotations
 
+import importlib
 import os
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
-from besser.bot.nlp.llm.llm import LLM
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
@@ -13,11 +19,24 @@ if TYPE_CHECKING:
     from besser.bot.core.session import Session
 
 
-class ChatModelLLM(LLM):
-    """Any LangChain chat model (``ChatOpenAI``, ``ChatOllama``, a fake model in tests...) as a BBF LLM.
+def _framework_llm() -> tuple[type, str]:
+    """The installed framework's LLM base class and its name (``bbf``, ``baf``, or ``none``: ``object``)."""
+    for framework, module in (('bbf', 'besser.bot.nlp.llm.llm'), ('baf', 'baf.nlp.llm.llm')):
+        try:
+            return importlib.import_module(module).LLM, framework
+        except ImportError:
+            continue
+    return object, 'none'
+
+
+_LLM, _FRAMEWORK = _framework_llm()
+
+
+class ChatModelLLM(_LLM):
+    """Any LangChain chat model (``ChatOpenAI``, ``ChatOllama``, a fake model in tests...) as a BBF or BAF LLM.
 
     Args:
-        bot (Bot): the bot the LLM belongs to
+        bot (Bot): the bot (or agent) the LLM belongs to
         name (str): the LLM name the RAG refers to
         chat_model (BaseChatModel): the LangChain chat model that does the work
         parameters (dict): keyword arguments passed to each ``invoke`` (e.g. ``{"temperature": 0}``)
@@ -29,7 +48,14 @@ class ChatModelLLM(LLM):
 
     def __init__(self, bot: 'Bot', name: str, chat_model: BaseChatModel, parameters: Optional[dict] = None,
                  global_context: Optional[str] = None):
-        super().__init__(bot.nlp_engine, name, parameters or {}, global_context=global_context)
+        if _FRAMEWORK == 'bbf':
+            super().__init__(bot.nlp_engine, name, parameters or {}, global_context=global_context)
+        elif _FRAMEWORK == 'baf':  # BAF's LLM takes the agent (it reads agent.nlp_engine)
+            super().__init__(bot, name, parameters or {}, global_context=global_context)
+        else:
+            self.name, self.parameters, self._global_context = name, parameters or {}, global_context
+            self._user_context: Any = {}
+            bot.nlp_engine._llms[name] = self  # what the frameworks' LLM constructors do
         self.chat_model: BaseChatModel = chat_model
 
     def initialize(self) -> None:
@@ -81,8 +107,8 @@ def openai_llm(bot: 'Bot', model: str = 'gpt-4o-mini', api_key: Optional[str] = 
         name (str): the LLM name on the bot (``model`` if none is given)
     """
     from langchain_openai import ChatOpenAI
-    if api_key is None and bot is not None and hasattr(bot, 'get_property'):
-        from besser.bot import nlp
+    if api_key is None and bot is not None and hasattr(bot, 'get_property') and _FRAMEWORK != 'none':
+        nlp = importlib.import_module('baf.nlp' if _FRAMEWORK == 'baf' else 'besser.bot.nlp')
         api_key = bot.get_property(nlp.OPENAI_API_KEY)
     base_url = base_url or os.environ.get('OPENAI_BASE_URL')
     api_key = api_key or os.environ.get('OPENAI_API_KEY') or ('not-needed' if base_url else None)
