@@ -1,4 +1,5 @@
-"""Wheel check: build the wheel and the sdist, install the wheel WITHOUT extras into a fresh venv, and run it.
+"""Wheel check: build the wheel and the sdist, install the wheel with its BBF host and NO other extra into a fresh venv,
+and run it.
 
 Usage::
 
@@ -11,14 +12,15 @@ each a row of the table it prints (check, result, seconds); the exit status is 1
    what a clean checkout holds, nothing from ``.venv`` or caches);
 2. both hold the web chat's Streamlit app (``rag_plugin/channels/webchat_ui``) and the licence; the wheel's metadata
    has the version, licence, Python requirement, classifiers, the README as long description, URLs and the extras;
-3. a fresh venv in a temporary folder and ONE ``pip install <wheel>`` (core only, no extras), resolved like ``make``'s
-   install (the same pip configuration); no extra's package is there unless a core package requires it;
+3. a fresh venv in a temporary folder and ONE ``pip install '<wheel>[bbf]'`` (the core and its host, BBF 1.5, as the
+   README tells a BBF user to install it; no other extra), resolved like ``make``'s install (the same pip
+   configuration); no other extra's package is there unless a core or BBF package requires it;
 4. ``python -m rag_plugin --help``;
 5. the example bot's RAG path: ``bots/rag_bot.py`` (copied out of the checkout, so it imports the installed package;
    without its web UI) ingests ``data/pdfs`` into a temporary store and answers a question with sources, offline;
 6. the resolved versions of the packages BBF pins, next to this venv's (the same one-call resolution);
 7. the missing-extra message: with FastAPI removed from that venv (chromadb 0.5.4, pinned by BBF, brings it into the
-   core install), ``python -m rag_plugin serve`` exits 2 with one line, ``error: install rag_plugin[server] for the
+   BBF install), ``python -m rag_plugin serve`` exits 2 with one line, ``error: install rag_plugin[server] for the
    HTTP API``, and no traceback.
 """
 from __future__ import annotations
@@ -184,7 +186,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         def install() -> str:
             sh(args.python, '-m', 'venv', venv, env=env)
             sh(python, '-m', 'pip', 'install', '-q', '--upgrade', 'pip', env=env)
-            sh(python, '-m', 'pip', 'install', '-q', wheel, env=env)  # one call, no extras
+            sh(python, '-m', 'pip', 'install', '-q', f'{wheel}[bbf]', env=env)  # one call, the host only
             present = [m for m in EXTRA_MODULES
                        if sh(python, '-c', f'import {m}', env=env, check=False).returncode == 0]
             # an extra's package may still come with the core: chromadb 0.5.4 (BBF's pin) requires fastapi and
@@ -194,9 +196,9 @@ def main(argv: Optional[list[str]] = None) -> int:
             if unasked:
                 raise AssertionError(f'extras installed without being asked for: {", ".join(unasked)}')
             absent = [m for m in EXTRA_MODULES if m not in present]
-            return (f'core only: {", ".join(absent)} absent'
+            return (f'core + bbf only: {", ".join(absent)} absent'
                     + ''.join(f'; {m} present, required by {by}' for m, by in brought.items()))
-        if checks.run('fresh venv + pip install <wheel> (one call, no extras)', install) is None:
+        if checks.run('fresh venv + pip install <wheel>[bbf] (one call)', install) is None:
             return finish(checks, tmp, args.keep)
 
         def help_runs() -> str:
@@ -231,7 +233,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         checks.run('same versions as this venv (BBF pins)', same_resolution)
 
         def missing_extra() -> str:
-            # FastAPI arrives with chromadb in the core install: remove it from this throwaway venv, as in an
+            # FastAPI arrives with chromadb in the BBF install: remove it from this throwaway venv, as in an
             # environment without it, and the command must say which extra to install
             sh(python, '-m', 'pip', 'uninstall', '-q', '-y', 'fastapi', env=env)
             result = sh(python, '-m', 'rag_plugin', 'serve', '--store', tmp / 'store', env=env, cwd=tmp, check=False)

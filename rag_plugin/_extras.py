@@ -1,8 +1,12 @@
 """Optional parts of the plugin and the pip extras that install them.
 
-The core install (``pip install rag_plugin``) runs a BBF bot with the RAG on the embedded default. The rest is an
-extra: ``server`` (the HTTP API: FastAPI, uvicorn), ``eval`` (the evaluation plots: matplotlib), ``docx`` (DOCX files:
-python-docx), ``dev`` (tests, the sample-corpus builder, ``python -m build``) and ``all``. Code that needs one imports
+The core (``pip install rag_plugin``) is the RAG on the embedded default with no framework: the command line and
+scripts (:class:`~rag_plugin.standalone.StandaloneBot`). Its framework comes with its extra, which also pins that
+framework's stack: ``bbf`` (a BESSER Bot Framework 1.5 bot; ``pip install 'rag_plugin[bbf]'``) or ``baf`` (a BESSER
+Agentic Framework 4.5 agent; ``pip install 'rag_plugin[baf]'``), never both in one venv. The rest is an extra too:
+``server`` (the HTTP API: FastAPI, uvicorn), ``eval`` (the evaluation plots: matplotlib), ``docx`` (DOCX files:
+python-docx), ``postgres``, ``redis``, ``multilingual``, ``dev`` (tests, the sample-corpus builder, ``python -m
+build``) and ``all`` (every extra with ``bbf``). Code that needs one imports
 it with :func:`require`, so a missing extra is one line that says what to install (``install rag_plugin[server] for
 the HTTP API``), never an ImportError traceback from deep inside the plugin.
 """
