@@ -20,7 +20,6 @@ from rag_plugin._citations import answer_category, list_sources, resolve_citatio
 from rag_plugin._components import RAGComponents
 from rag_plugin.context.intents import is_overview_question
 from rag_plugin.context.scope import Scope
-from rag_plugin.embeddings.calibration import calibration_of
 from rag_plugin.generate.extractive import is_extractive
 from rag_plugin.generate.refusal import is_refusal
 from rag_plugin.generate.resilient import Generation
@@ -253,7 +252,9 @@ class AnswerPipeline:
         if not decision.abstain:
             with timer.stage('generate'):
                 prompt = parts.create_prompt(history, retrieved, q.text, q.llm_prompt)
-                generation = parts.generator.generate(llm, prompt, q.text, retrieved, parts.embeddings, q.on_partial,
+                on_partial = q.on_partial and parts.grounding.partials(q.on_partial, retrieved, parts.embeddings,
+                                                                        parts.signals.idf)
+                generation = parts.generator.generate(llm, prompt, q.text, retrieved, parts.embeddings, on_partial,
                                                       query, decision.by_meaning, deadline)
             if not generation.answer.strip():  # the extractive answerer found no sentence that answers
                 refused_by = 'answerer'
@@ -334,12 +335,9 @@ LOWER_CONFIDENCE = {'high': 'medium', 'medium': 'low'}
 
 
 def ground(parts: RAGComponents, answer: str, retrieved: list[Document]) -> Grounding:
-    """The grounding check of a generated answer (its ``[n]`` checked first) against the fragments, with the corpus's
-    IDF and the embedding model on its own scale (:class:`~rag_plugin.grounding.GroundingCheck`)."""
-    answer, _ = resolve_citations(answer, retrieved)
-    meaning = calibration_of(parts.embeddings).meaning if parts.embeddings is not None else None
-    return parts.grounding.run(answer, [d.page_content for d in retrieved], parts.embeddings, parts.signals.idf,
-                               meaning)
+    """The grounding check of a generated answer against the fragments, with the corpus's IDF
+    (:meth:`~rag_plugin.grounding.GroundingCheck.check`)."""
+    return parts.grounding.check(answer, retrieved, parts.embeddings, parts.signals.idf)
 
 
 def remember(session: Optional['Session'], result: RAGMessage) -> None:

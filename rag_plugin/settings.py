@@ -205,7 +205,8 @@ RAG_CLOSEST_ON_LLM_REFUSAL = Setting('closest_on_llm_refusal', bool, True, 'when
                                      'fragments do not contain the answer, show the closest passages (off: not found)')
 RAG_GROUNDING = Setting('grounding', str, 'remove', 'check each sentence of an answer against the fragments: remove '
                         '(one no fragment supports is dropped when clearly so, marked "not in the sources" when unsure; '
-                        'a wrong [n] is corrected), flag (every such sentence kept and marked) or off')
+                        'a wrong [n] is corrected), flag (every such sentence kept and marked) or off',
+                        env='RAG_PLUGIN_GROUNDING')
 RAG_RERANK_POOL = Setting('rerank_pool', int, 0, 'chunks retrieved and re-ranked by how well a sentence of each answers '
                           'the question before the k best are kept (0: no re-ranking)')
 RAG_MAX_HISTORY_TURNS = Setting('max_history_turns', int, 20, "turns kept per session by the RAG's own history")

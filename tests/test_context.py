@@ -239,12 +239,15 @@ class FailingChatModel(FakeListChatModel):
 
 def test_a_generative_llm_writes_the_summary_from_the_items_only(make_rag):
     from conftest import RecordingChatModel
-    model = RecordingChatModel(responses=['Generated summary [1] with a bogus citation [9].'] * 3, calls=[])
+    written = 'The API allows 600 requests per minute per access token [1] [9].'  # [9]: no such item
+    model = RecordingChatModel(responses=[written] * 3, calls=[])
     result = make_rag(model).answer_context('What is the API rate limit?')
-    assert result['summary'] == 'Generated summary [1] with a bogus citation.'
     prompt = model.calls[0]
     assert '<<<FRAGMENT [1] | integrations_and_api.pdf, page 2' in prompt and 'at most three sentences' in prompt
-    assert result['answer'].startswith('Generated summary [1]')
+    # [9] is dropped; [1] is re-cited to the item that says it (the grounding check, docs/grounding.md)
+    retrieved = make_rag(model).run_retrieval('What is the API rate limit?')
+    holder = 1 + next(i for i, doc in enumerate(retrieved) if '600 requests per minute' in doc.page_content)
+    assert result['summary'] == result['answer'] == f'The API allows 600 requests per minute per access token [{holder}].'
 
 
 def test_a_failing_llm_falls_back_to_the_extractive_summary(make_rag):

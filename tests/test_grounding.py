@@ -63,8 +63,9 @@ def test_a_sentence_citing_the_wrong_fragment_is_re_cited():
 def test_flag_mode_keeps_the_sentence_with_a_note_and_off_changes_nothing():
     answer = 'Nimbus stores a copy of every deleted note on tape in a vault in Iceland [1].'
     flagged = GroundingCheck(FLAG).run(answer, FRAGMENTS)
-    assert flagged.answer == 'Nimbus stores a copy of every deleted note on tape in a vault in Iceland [1] (not in ' \
-                             'the sources).'
+    # no fragment supports it: it cites none, and says so
+    assert flagged.answer == 'Nimbus stores a copy of every deleted note on tape in a vault in Iceland (not in the ' \
+                             'sources).'
     assert flagged.empty  # nothing the fragments say is left
     unchecked = GroundingCheck(OFF).run(answer, FRAGMENTS)
     assert unchecked.answer == answer and actions(unchecked) == ['unchecked']

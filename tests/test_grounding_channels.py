@@ -222,9 +222,6 @@ def test_with_grounding_off_the_http_api_passes_the_reply_through_unchecked(make
     assert {s['action'] for s in reply['grounding']['sentences']} == {'unchecked'}
 
 
-@pytest.mark.xfail(strict=True, reason='POST /answer (RAG.answer_context -> ContextWriter.answer) calls the generator '
-                   'without the grounding check: the invented sentence and the wrong [3] reach the agent, in answer '
-                   'and summary')
 def test_the_http_api_answer_endpoint_is_grounded_too(make_rag):
     response = api_client(make_rag, 'remove').post('/answer', json={'question': QUESTION}, headers={'X-API-Key': KEY})
     assert response.status_code == 200, response.text

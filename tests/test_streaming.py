@@ -11,8 +11,9 @@ from helpers import build_rag
 from rag_plugin.channels.websocket import PARTIAL_ACTION, PartialSender, partial_payload, reply_rag_streaming
 
 QUESTION = 'How long do deleted notes stay in the trash?'
-LLM_ANSWER = ('Deleted notes stay in the trash for 30 days [1], and after that they are deleted permanently [1]. '
+LLM_ANSWER = ('Deleted notes stay in the trash for 30 days [1]. After that they are deleted permanently [1]. '
               'You can restore a note from the trash before then.')
+# Partials are the answer's complete sentences, each checked (docs/grounding.md): three sentences, two partials.
 
 
 def streaming_states(bot, platform, rag_factory):
@@ -99,7 +100,8 @@ def test_extractive_answers_and_abstentions_arrive_whole(corpus_store):
 
 
 @pytest.mark.bbf
-def test_a_stream_that_breaks_ends_with_the_degraded_fallback(corpus_store, llm_server):
+def test_a_stream_that_breaks_ends_with_the_degraded_fallback(corpus_store, llm_server, monkeypatch):
+    monkeypatch.setenv('RAG_PLUGIN_GROUNDING', 'off')  # partials are then the raw text: two words before each break
     llm_server.stream_delay = 0.05
     llm_server.faults = ['stream_break'] * 3  # every attempt breaks after two chunks
     with running_bot(lambda bot, platform: streaming_states(bot, platform, openai_rag(corpus_store, llm_server))
@@ -110,6 +112,19 @@ def test_a_stream_that_breaks_ends_with_the_degraded_fallback(corpus_store, llm_
     assert final['degraded'] is True and final['llm_name'] == 'extractive'
     assert '30 days' in final['answer'] and 'unavailable' in final['answer']
     assert final['sources'] and final['sources'][0]['source'] == 'getting_started.pdf'
+
+
+def test_with_the_check_on_a_stream_shows_only_checked_sentences(corpus_store, llm_server):
+    llm_server.responder = lambda body: ('Deleted notes stay in the trash for 30 days [1]. Nimbus also keeps every '
+                                         'deleted note on tape in a vault in Iceland for ten years [1]. You can '
+                                         'restore a note from the trash before then.')
+    llm_server.stream_delay = 0.05
+    with running_bot(lambda bot, platform: streaming_states(bot, platform, openai_rag(corpus_store, llm_server))
+                     ) as (bot, port):
+        partials, final = ask_streaming(port, QUESTION)
+    assert partials and all('Iceland' not in p for p in partials), partials
+    assert partials[0] == 'Deleted notes stay in the trash for 30 days [1].'
+    assert 'Iceland' not in final['answer'] and final['answer'].startswith(partials[-1].rstrip())
 
 
 class _RecordingPlatform:

@@ -15,10 +15,14 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from langchain_core.documents import Document
+
 import numpy as np
 
 from rag_plugin.embeddings.memo import VectorMemo
-from rag_plugin.grounding.claims import Claim, Line, read_answer, rebuild, with_markers
+from rag_plugin._citations import resolve_citations
+from rag_plugin.embeddings.calibration import calibration_of
+from rag_plugin.grounding.claims import MARKERS, Claim, Line, complete_part, read_answer, rebuild, with_markers
 from rag_plugin.grounding.support import Support, SupportScorer
 
 REMOVE = 'remove'
@@ -137,8 +141,9 @@ class Grounding:
 
 
 def flagged(claim: Claim) -> str:
-    """The sentence with :data:`FLAG_NOTE` before its closing punctuation."""
-    body = claim.written.rstrip()
+    """The sentence without its markers (no fragment supports it) and with :data:`FLAG_NOTE` before its closing
+    punctuation."""
+    body = MARKERS.sub('', claim.written).rstrip()
     end = len(body.rstrip('.!?;'))
     return body[:end] + FLAG_NOTE + body[end:]
 
@@ -184,6 +189,37 @@ class GroundingCheck:
             written[id(c)] = check.shown
             checks.append(check)
         return Grounding(rebuild(lines, written), checks, self.mode)
+
+    def check(self, answer: str, docs: list[Document], embeddings: Any = None,
+              idf: Optional[Callable[[str], float]] = None) -> Grounding:
+        """:meth:`run` on an answer whose ``[n]`` markers are first checked against the fragments (``docs``), the
+        meaning read on the embedding model's own scale (:meth:`~rag_plugin.embeddings.calibration.Calibration.meaning`).
+
+        Args:
+            answer (str): the LLM's answer
+            docs (list[Document]): the fragments it was given, numbered from 1
+            embeddings (Embeddings | None): the RAG's embedding model (None: words only)
+            idf (Callable[[str], float] | None): the corpus IDF of a normalised word
+        """
+        answer, _ = resolve_citations(answer, docs)
+        meaning = calibration_of(embeddings).meaning if embeddings is not None else None
+        return self.run(answer, [d.page_content for d in docs], embeddings, idf, meaning)
+
+    def partials(self, send: Callable[[str], None], docs: list[Document], embeddings: Any = None,
+                 idf: Optional[Callable[[str], float]] = None) -> Callable[[str], None]:
+        """What an LLM streams, shown checked: each partial text is cut to its complete sentences, which are checked
+        (:meth:`check`) before ``send`` gets them, so a reader never sees a sentence the final answer removes."""
+        if self.mode == OFF:
+            return send
+        shown = ['']
+
+        def on_partial(text: str) -> None:
+            done = complete_part(text)
+            checked = self.check(done, docs, embeddings, idf).answer if done.strip() else ''
+            if checked != shown[0]:
+                shown[0] = checked
+                send(checked)
+        return on_partial
 
     def evidence(self, lines: list[Line], texts: list[str], embeddings: Any = None,
                  idf: Optional[Callable[[str], float]] = None, meaning: Optional[Callable[[Any], Any]] = None,

@@ -106,6 +106,15 @@ def read_answer(answer: str) -> list[Line]:
     return lines
 
 
+_COMPLETE = re.compile(r"""[.!?]['")\]]*(?:\s*\[\d+(?:\s*[,;]\s*\d+)*\])*(?=\s)|\n""")
+
+
+def complete_part(text: str) -> str:
+    """The part of a text being written that ends with a complete sentence (or line): what a stream may show."""
+    ends = [m.end() for m in _COMPLETE.finditer(text)]
+    return text[:ends[-1]] if ends else ''
+
+
 def claim(line: int, written: str) -> Claim:
     """One sentence as a :class:`Claim`: its markers, words and numbers, and whether it claims anything.
 
@@ -154,5 +163,5 @@ def rebuild(lines: list[Line], written: dict[int, str]) -> str:
     return '\n'.join(out).strip()
 
 
-__all__ = ['ABOUT_THE_CONVERSATION', 'Claim', 'Line', 'MARKERS', 'NEGATIONS', 'claim', 'marker_numbers', 'negated',
+__all__ = ['ABOUT_THE_CONVERSATION', 'Claim', 'Line', 'MARKERS', 'NEGATIONS', 'claim', 'complete_part', 'marker_numbers', 'negated',
            'numbers', 'read_answer', 'rebuild', 'with_markers']
