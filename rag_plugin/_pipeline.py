@@ -263,7 +263,7 @@ class AnswerPipeline:
             elif decision.unsure and not generation.degraded and is_extractive(llm):
                 refused_by = 'guard'
         grounding = None
-        if refused_by is None and generation is not None:
+        if refused_by is None and generation is not None and not generation.degraded:  # the fallback quotes
             with timer.stage('grounding'):
                 grounding = ground(parts, generation.answer, retrieved)
             if grounding.empty:  # no sentence of the answer is what the fragments say

@@ -99,9 +99,11 @@ def test_an_llm_refusal_shows_the_closest_passages_and_the_trace_says_who_refuse
 
 def test_a_streamed_refusal_ends_as_the_closest_passages(make_rag):
     partials = []
-    rag = make_rag(RecordingChatModel(responses=['No information about that is given in the fragments.']))
+    refusal = 'No information about that is given in the fragments. They only describe the trash itself.'
+    rag = make_rag(RecordingChatModel(responses=[refusal]))
     result = rag.run(message='Can deleted notes be recovered after the trash was emptied?', on_partial=partials.append)
-    assert partials, 'the reply was streamed'
+    # partials are whole sentences, checked: a refusal claims nothing about the documents and streams as written
+    assert partials and partials[0] == 'No information about that is given in the fragments.', partials
     assert result.outcome == 'closest' and result.abstained and result.sources
 
 

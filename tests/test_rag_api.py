@@ -66,14 +66,18 @@ def test_create_prompt_order_and_numbered_fragments(make_rag):
 
 
 def test_run_with_fake_chat_model_as_the_bots_llm(make_rag):
-    model = RecordingChatModel(responses=['The API allows 600 requests per minute [1].'])
+    model = RecordingChatModel(responses=['x'])
     rag = make_rag(model)
+    n = 1 + next(i for i, d in enumerate(rag.run_retrieval('What is the API rate limit?'))
+                 if '600 requests per minute' in d.page_content)
+    model.responses = [f'The API allows 600 requests per minute [{n}].']
+    model.calls.clear()
     result = rag.run(message='What is the API rate limit?')
-    assert result.answer == 'The API allows 600 requests per minute [1].'
+    assert result.answer == f'The API allows 600 requests per minute [{n}].'
     assert result.llm_name == 'test-llm'
     assert len(model.calls) == 1 and 'Question: What is the API rate limit?' in model.calls[0]
     assert result.sources[0]['source'] == 'integrations_and_api.pdf' and result.sources[0]['cited']
-    assert result.cited == [1]
+    assert result.cited == [n]
     as_dict = result.to_dict()
     assert [d['metadata']['source'] for d in as_dict['docs']] == [d.metadata['source'] for d in result.docs]
     assert all({'content', 'metadata'} == set(d) for d in as_dict['docs'])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from rag_plugin.generate.refusal import is_refusal
 from rag_plugin.text import tokens
 
 MARKERS = re.compile(r'(?:\s*\[\d+(?:\s*[,;]\s*\d+)*\])+')
@@ -42,8 +43,21 @@ def marker_numbers(text: str) -> list[int]:
     return out
 
 
+NUMBER_WORDS = {word: str(value) for value, word in enumerate(
+    'zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen '
+    'eighteen nineteen twenty'.split())} | {word: str(10 * (i + 3)) for i, word in enumerate(
+        'thirty forty fifty sixty seventy eighty ninety'.split())}
+"""dict[str, str]: English number words and their digits ("thirty days" states 30, as "30 days" does)."""
+_NUMBER_WORD = re.compile(r'\b(%s)\b' % '|'.join(NUMBER_WORDS), re.IGNORECASE)
+
+
+def digits(text: str) -> str:
+    """The text with its number words written as digits ("Thirty days" -> "30 days")."""
+    return _NUMBER_WORD.sub(lambda m: NUMBER_WORDS[m.group(1).lower()], text)
+
+
 def numbers(text: str) -> frozenset[str]:
-    """The numbers a text states, as digits without thousands separators ("1,500" -> "1500", "2.5" stays)."""
+    """The numbers a text writes as digits, without thousands separators ("1,500" -> "1500", "2.5" stays)."""
     out = set()
     for raw in _NUMBER.findall(MARKERS.sub(' ', text)):
         value = re.sub(r',(?=\d{3}\b)', '', raw).rstrip('.,')
@@ -118,19 +132,20 @@ def complete_part(text: str) -> str:
 def claim(line: int, written: str) -> Claim:
     """One sentence as a :class:`Claim`: its markers, words and numbers, and whether it claims anything.
 
-    A sentence claims nothing when it asks, introduces what follows (ends with ``:``), has no content word besides
-    those about the conversation itself (:data:`ABOUT_THE_CONVERSATION`), or, citing nothing and stating no number,
+    A sentence claims nothing when it asks, introduces what follows (ends with ``:``), says that the fragments do
+    not answer (:func:`rag_plugin.generate.refusal.is_refusal`), has no content word besides those about the
+    conversation itself (:data:`ABOUT_THE_CONVERSATION`), or, citing nothing and stating no number,
     is the assistant speaking to the user: in the first person ("Let me know if...", "I'm sorry...") or an
     exclamation ("Thanks for asking!").
     """
     text = MARKERS.sub('', written).strip()
-    terms = tokens(text)
+    terms = tokens(digits(text))
     stated = numbers(text)
     cited = marker_numbers(written)
     content = [t for t in terms if t not in ABOUT_THE_CONVERSATION]
     speaking = not cited and not stated and (text.endswith('!') or bool(_SPEAKER.search(text)))
     is_claim = (bool(content or stated) and not speaking and not text.endswith('?')
-                and not (text.endswith(':') and not stated))
+                and not (text.endswith(':') and not stated) and not is_refusal(text))
     return Claim(line, written, text, cited, terms, stated, negated(text), is_claim)
 
 

@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Optional
 
 import numpy as np
 
-from rag_plugin.grounding.claims import Claim, negated, numbers
+from rag_plugin.grounding.claims import Claim, digits, negated, numbers
 from rag_plugin.text import found, split_sentences, tokens
 
 
@@ -57,7 +57,8 @@ def passages(number: int, pieces: list[str]) -> list[Passage]:
     out: list[Passage] = []
     for i, piece in enumerate(pieces):
         for joined in ([piece] + ([piece + ' ' + pieces[i + 1]] if i + 1 < len(pieces) else [])):
-            out.append(Passage(number, joined, frozenset(tokens(joined)), numbers(joined), negated(joined),
+            spelled = digits(joined)  # "thirty days" in a fragment supports "30 days"
+            out.append(Passage(number, joined, frozenset(tokens(spelled)), numbers(spelled), negated(joined),
                                joined is piece))
     return out
 
