@@ -222,6 +222,7 @@ def test_with_grounding_off_the_http_api_passes_the_reply_through_unchecked(make
     assert {s['action'] for s in reply['grounding']['sentences']} == {'unchecked'}
 
 
+@pytest.mark.bbf
 def test_the_http_api_answer_endpoint_is_grounded_too(make_rag):
     response = api_client(make_rag, 'remove').post('/answer', json={'question': QUESTION}, headers={'X-API-Key': KEY})
     assert response.status_code == 200, response.text

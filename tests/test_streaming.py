@@ -114,6 +114,7 @@ def test_a_stream_that_breaks_ends_with_the_degraded_fallback(corpus_store, llm_
     assert final['sources'] and final['sources'][0]['source'] == 'getting_started.pdf'
 
 
+@pytest.mark.bbf
 def test_with_the_check_on_a_stream_shows_only_checked_sentences(corpus_store, llm_server):
     llm_server.responder = lambda body: ('Deleted notes stay in the trash for 30 days [1]. Nimbus also keeps every '
                                          'deleted note on tape in a vault in Iceland for ten years [1]. You can '
