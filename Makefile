@@ -9,7 +9,7 @@ STAMP := $(VENV)/.rag_plugin-installed
 export USE_TF := 0
 export ANONYMIZED_TELEMETRY := False
 
-.PHONY: install demo test test-baf bench eval clean corpus chromium screenshot startup wheel-check
+.PHONY: install demo test test-bbf test-baf bench eval clean corpus chromium screenshot startup wheel-check
 
 # The web chat's browser test drives Debian's chromium with Playwright (Playwright's own browsers are never
 # downloaded). Installed once, as root, when missing; elsewhere that test is skipped.
@@ -38,7 +38,11 @@ chromium:
 	  fi; \
 	fi
 
-test: install chromium
+# The whole test suite on both hosts: BBF 1.5 in .venv, then BAF 4.5 in .venv-baf (the README's test command; CI runs
+# it). `make test-bbf` / `make test-baf` run one host.
+test: test-bbf test-baf
+
+test-bbf: install chromium
 	HF_HUB_OFFLINE=1 RAG_PLUGIN_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q -m 'not baf' $(PYTEST_ARGS)
 
 # The README's web chat screenshot (docs/webchat.png), from the browser test; tests alone never write to the checkout.

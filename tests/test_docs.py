@@ -17,7 +17,7 @@ CODE_FOLDERS = ('rag_plugin', 'benchmarks', 'bots')
 MAX_README_LINES = 300
 SETUP_COMMANDS = [
     'make demo   # creates .venv, installs everything, starts the demo bot + web chat on the embedded default',
-    'make test   # creates .venv, installs everything, runs the whole test suite',
+    'make test   # creates .venv (BBF) and .venv-baf (BAF), installs everything, runs the whole test suite on both',
 ]
 TABLE_START = '<!-- Generated from rag_plugin.settings.SETTINGS'
 TABLE_END = '<!-- End of the generated table. -->'
