@@ -21,7 +21,6 @@ fragments, so they should pass).
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import math
 import statistics
@@ -113,9 +112,9 @@ def action(row: dict, thresholds, mode: str = 'remove') -> tuple[str, list[int]]
 
 def score(rows: list[dict], thresholds, mode: str = 'remove') -> dict:
     """The counts and rates of one half."""
-    c = Counter({key: 0 for key in ('supported', 'unsupported', 'wrong_marker', 'not_a_claim', 'caught', 'supported_lost',
-                                    'supported_removed', 'wrong_corrections', 'corrections', 'corrected_right',
-                                    'wrong_marker_lost', 'filler_kept')})
+    c = Counter({key: 0 for key in ('supported', 'unsupported', 'wrong_marker', 'not_a_claim', 'caught',
+                                    'supported_lost', 'supported_removed', 'wrong_corrections', 'corrections',
+                                    'corrected_right', 'wrong_marker_lost', 'filler_kept')})
     for row in rows:
         done, shown = action(row, thresholds, mode)
         label = row['label']

@@ -84,7 +84,8 @@ def run_record(session: Any, result: 'RAGMessage', retrieved: list['Document'], 
         'cached': bool(getattr(result, 'cached', False)), 'cache': cache,
     }
     record['grounding'] = getattr(result, 'grounding', None)
-    if refused_by in ('llm', 'grounding') or (generation and record['grounding'] and generation.answer != result.answer):
+    changed = generation is not None and record['grounding'] and generation.answer != result.answer
+    if refused_by in ('llm', 'grounding') or changed:
         record['llm_answer'] = generation.answer  # the model's own words, when the user got something else
     return record
 

@@ -247,7 +247,8 @@ def test_a_generative_llm_writes_the_summary_from_the_items_only(make_rag):
     # [9] is dropped; [1] is re-cited to the item that says it (the grounding check, docs/grounding.md)
     retrieved = make_rag(model).run_retrieval('What is the API rate limit?')
     holder = 1 + next(i for i, doc in enumerate(retrieved) if '600 requests per minute' in doc.page_content)
-    assert result['summary'] == result['answer'] == f'The API allows 600 requests per minute per access token [{holder}].'
+    expected = f'The API allows 600 requests per minute per access token [{holder}].'
+    assert result['summary'] == result['answer'] == expected
 
 
 def test_a_failing_llm_falls_back_to_the_extractive_summary(make_rag):

@@ -193,7 +193,8 @@ class GroundingCheck:
     def check(self, answer: str, docs: list[Document], embeddings: Any = None,
               idf: Optional[Callable[[str], float]] = None) -> Grounding:
         """:meth:`run` on an answer whose ``[n]`` markers are first checked against the fragments (``docs``), the
-        meaning read on the embedding model's own scale (:meth:`~rag_plugin.embeddings.calibration.Calibration.meaning`).
+        meaning read on the embedding model's own scale
+        (:meth:`~rag_plugin.embeddings.calibration.Calibration.meaning`).
 
         Args:
             answer (str): the LLM's answer
@@ -246,8 +247,8 @@ class GroundingCheck:
                 self._model = embeddings
             near = set(every) if every_claim else {f for c in wanted for f in c.cited if f in every} | {
                 max(every, key=lambda f: firsts[id(c)][f].words) for c in wanted}
-            closeness = closest_meaning(scorer, wanted, lambda texts: self._memo.vectors(texts, embeddings.embed_documents),
-                                        meaning, sorted(near))
+            vectors = lambda texts: self._memo.vectors(texts, embeddings.embed_documents)  # noqa: E731
+            closeness = closest_meaning(scorer, wanted, vectors, meaning, sorted(near))
         out: list[tuple[Claim, Optional[Evidence]]] = []
         for c in claims:
             if not c.is_claim:
@@ -310,6 +311,6 @@ def decide(c: Claim, evidence: Optional[Evidence], t: Verdict, mode: str) -> Sen
     return SentenceCheck(c.written, c.cited, [], score, REMOVED, '')
 
 
-__all__ = ['CORRECTED', 'FLAG', 'FLAGGED', 'FLAG_NOTE', 'Grounding', 'GroundingCheck', 'KEPT', 'MODES',
-           'NOT_A_CLAIM', 'OFF', 'REMOVE', 'REMOVED', 'SentenceCheck', 'Verdict', 'UNCHECKED', 'closest_meaning', 'decide',
-           'Evidence', 'flagged']
+__all__ = ['CORRECTED', 'Evidence', 'FLAG', 'FLAGGED', 'FLAG_NOTE', 'Grounding', 'GroundingCheck', 'KEPT', 'MODES',
+           'NOT_A_CLAIM', 'OFF', 'REMOVE', 'REMOVED', 'SentenceCheck', 'UNCHECKED', 'Verdict', 'closest_meaning',
+           'decide', 'flagged']

@@ -178,5 +178,5 @@ def rebuild(lines: list[Line], written: dict[int, str]) -> str:
     return '\n'.join(out).strip()
 
 
-__all__ = ['ABOUT_THE_CONVERSATION', 'Claim', 'Line', 'MARKERS', 'NEGATIONS', 'claim', 'complete_part', 'marker_numbers', 'negated',
-           'numbers', 'read_answer', 'rebuild', 'with_markers']
+__all__ = ['ABOUT_THE_CONVERSATION', 'Claim', 'Line', 'MARKERS', 'NEGATIONS', 'NUMBER_WORDS', 'claim', 'complete_part',
+           'digits', 'marker_numbers', 'negated', 'numbers', 'read_answer', 'rebuild', 'with_markers']
