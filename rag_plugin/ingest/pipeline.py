@@ -156,10 +156,14 @@ class Ingestor:
 
     # ---- crash repair -----------------------------------------------------------------------------------------------
     def _delete(self, ids: list[str]) -> None:
+        store = chroma_store(self.vector_store)  # a persisted Chroma store's lexical index is written with it
         for start in range(0, len(ids), 5000):
             batch = ids[start:start + 5000]
             if batch:
-                self.vector_store.delete(ids=batch)
+                if store is not None:
+                    store.delete(batch)
+                else:
+                    self.vector_store.delete(ids=batch)
                 self._changed()
 
     def _changed(self) -> None:

@@ -1,0 +1,192 @@
+"""A persisted Chroma store's lexical search and filters, from its index on disk (:mod:`rag_plugin.store.lexical_disk`)
+and Chroma's metadata: what :class:`~rag_plugin.store.ChromaStore` asks instead of the in-memory
+:class:`~rag_plugin.store.LexicalIndex` when the store has a folder.
+
+A filter is pushed down to both sides: the chunks that pass it are found once per filter and store version (Chroma's
+``where`` on its metadata table, ids only), the BM25 scores are kept for those chunks only, and the dense side scans
+their vectors exactly when they are few (:data:`EXACT_SCAN_MAX`), which measured faster than Chroma's filtered HNSW
+search and is exact (docs/lexical-index.md).
+"""
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections import OrderedDict
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+from langchain_core.documents import Document
+
+from rag_plugin.store.lexical_disk import EMPTY, DiskLexical, index_paths, top
+from rag_plugin.text import found, tokens
+from rag_plugin.text.chunks import embedding_text
+
+EXACT_SCAN_MAX = 20_000
+"""int: a filter passing at most this many chunks is searched densely by scanning their vectors (exact)."""
+
+_shared: dict[str, DiskLexical] = {}
+_shared_lock = threading.Lock()
+
+
+def disk_index(folder: str, collection: str) -> DiskLexical:
+    """The process's one :class:`DiskLexical` of a collection (every ChromaStore over it shares its matrix)."""
+    path, matrices = index_paths(folder, collection)
+    with _shared_lock:
+        if path not in _shared:
+            _shared[path] = DiskLexical(path, matrices)
+        return _shared[path]
+
+
+def words(document: Document) -> list[str]:
+    """The words a chunk is indexed by: its embedded text's (file name, title, section, then its text), as the
+    in-memory index tokenises them."""
+    return tokens(embedding_text(document)) or [EMPTY]
+
+
+class Scopes:
+    """The chunk ids that pass filters, per filter and store version (a few kept)."""
+
+    def __init__(self, size: int = 32):
+        self._cache: OrderedDict = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def ids(self, store: Any, where: dict) -> list[str]:
+        """The ids of the chunks of ``store`` that pass ``where`` (Chroma's ``where``, ids only)."""
+        key = (json.dumps(where, sort_keys=True, default=str), store.name, store.version())
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+        ids = list(store._collection.get(where=where, include=[])['ids'])
+        with self._lock:
+            self._cache[key] = ids
+            while len(self._cache) > self._size:
+                self._cache.popitem(last=False)
+        return ids
+
+
+SCOPES = Scopes()
+"""Scopes: the process's cache of filters' chunk ids (shared by the dense and the lexical side of a search)."""
+
+
+class SharedLexicalIndex:
+    """Lexical search and corpus statistics of a persisted Chroma store, from its index on disk.
+
+    Args:
+        store (ChromaStore): a persisted Chroma store
+
+    Attributes:
+        store (ChromaStore): the store
+        disk (DiskLexical): its index on disk
+    """
+
+    def __init__(self, store: Any):
+        self.store = store
+        self.disk: DiskLexical = disk_index(store.persist_directory, store.name)
+        self._checked: Optional[int] = None
+        self._known: dict[tuple[int, str], bool] = {}
+
+    # ---- writes -------------------------------------------------------------------------------------------------
+    def write(self, chroma_write: Callable[[], None], ids: Sequence[str] = (), documents: Sequence[str] = (),
+              metadatas: Sequence[dict] = (), removed: Sequence[str] = ()) -> None:
+        """Write Chroma (``chroma_write``), then the chunks' words in the same step (tokenised before Chroma is
+        touched): a kill in between leaves the index behind Chroma's sequence number, caught up at its next read."""
+        from rag_plugin.store.foreign import as_ours
+        added = [(i, words(Document(page_content=text or '', metadata=as_ours(i, metadata) or {})))
+                 for i, text, metadata in zip(ids, documents, metadatas)]
+        before = self.store.version()
+        chroma_write()
+        self.disk.write(added, list(removed), before, self.store.version)
+
+    def invalidate(self) -> None:
+        """Check the index against Chroma again at the next search."""
+        self._checked = None
+
+    # ---- reads --------------------------------------------------------------------------------------------------
+    def _words_of(self, ids: list[str]) -> dict[str, list[str]]:
+        return {i: words(doc) for i, doc in self.store.get(ids).items()}
+
+    def refresh(self) -> int:
+        """Catch up with Chroma if it was written without the index; return the chunk count."""
+        version = self.store.version()
+        if version != self._checked:
+            self.disk.catch_up(version, self.store.ids, self._words_of)
+            self._checked = version
+        return self.disk.matrix().n
+
+    def documents(self, ids: list[str]) -> dict[str, Document]:
+        """No chunk is held in memory: the store reads them."""
+        return {}
+
+    def search(self, query: str, k: int, filter: Optional[dict] = None, refresh: bool = True
+               ) -> list[tuple[Document, float]]:
+        """Up to ``k`` ``(chunk, BM25 score)`` with a positive score, best first; with a filter, among the chunks
+        that pass it only."""
+        if refresh:
+            self.refresh()
+        matrix = self.disk.matrix()
+        if matrix.n == 0:
+            return []
+        query_words = tokens(query)
+        term_ids = self.disk.term_ids(query_words)
+        wanted = [term_ids[w] for w in query_words if w in term_ids]
+        if not wanted:
+            return []
+        scores = matrix.scores(wanted)
+        if filter:
+            rows = self.disk.rows_of(SCOPES.ids(self.store, filter))
+            at = np.searchsorted(matrix.rows, rows)
+            at = at[(at < matrix.n) & (np.asarray(matrix.rows)[np.minimum(at, matrix.n - 1)] == rows)]
+            if not len(at):
+                return []
+            scoped = np.zeros_like(scores)
+            scoped[at] = scores[at]
+            scores = scoped
+        best, values = top(scores, k)
+        keep = [(int(matrix.rows[i]), float(v)) for i, v in zip(best, values) if v > 0]
+        ids = self.disk.ids_of([r for r, _ in keep])
+        docs = self.store.get([ids[r] for r, _ in keep if r in ids])
+        return [(docs[ids[r]], v) for r, v in keep if r in ids and ids[r] in docs]
+
+    def _vocabulary(self) -> dict[str, int]:
+        return self.disk.vocabulary()
+
+    def idf(self, term: str) -> float:
+        """Inverse document frequency of a (normalised) word in the store's chunks; highest for unseen words."""
+        vocabulary = self._vocabulary()
+        return math.log(1 + self.disk.matrix().n / (1 + vocabulary.get(term, 0)))
+
+    def knows(self, term: str) -> bool:
+        """Whether the chunks use a (normalised) word: exactly, as another form of it, or as a close spelling."""
+        key = (self.disk.matrix().generation, term)
+        if key not in self._known:
+            if len(self._known) > 10_000:
+                self._known.clear()
+            self._known[key] = found(term, self._vocabulary())
+        return self._known[key]
+
+
+def exact_dense(store: Any, vector: Sequence[float], n: int, ids: list[str], with_embeddings: bool
+                ) -> list[tuple[str, float, Optional[list[float]]]]:
+    """The ``n`` chunks among ``ids`` nearest to an embedding by cosine, scanning their stored vectors:
+    ``(id, cosine, embedding or None)``, nearest first."""
+    if not ids:
+        return []
+    found_ids: list[str] = []
+    vectors: list = []
+    for start in range(0, len(ids), 5000):
+        got = store._collection.get(ids=ids[start:start + 5000], include=['embeddings'])
+        if len(got['embeddings']) != len(got['ids']):  # the vector index lacks some: read each (and warn)
+            by_id = store.embeddings_of(ids[start:start + 5000])
+            got = {'ids': list(by_id), 'embeddings': list(by_id.values())}
+        if got['ids']:
+            found_ids += list(got['ids'])
+            vectors.append(np.asarray(got['embeddings'], dtype=np.float32))
+    matrix = np.concatenate(vectors) if vectors else np.zeros((0, len(vector)), dtype=np.float32)
+    q = np.asarray(vector, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(q) or 1.0)
+    cosines = matrix @ q / np.where(norms == 0, 1.0, norms)
+    best, values = top(cosines, n)
+    return [(found_ids[i], float(v), matrix[i].tolist() if with_embeddings else None) for i, v in zip(best, values)]
