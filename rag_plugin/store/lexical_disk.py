@@ -230,14 +230,14 @@ class DiskLexical:
                            ((chunk_id, _pack(ws or [EMPTY], known)) for chunk_id, ws in add))
         db.execute("INSERT INTO state VALUES ('generation', 1) ON CONFLICT(key) DO UPDATE SET value = value + 1")
 
-    def catch_up(self, chroma_version: int, table_ids: Callable[[], set[str]],
-                 words_of: Callable[[list[str]], dict[str, list[str]]]) -> int:
+    def catch_up(self, chroma_version: int, table_ids: Callable[[], Sequence[str]],
+                 words_of: Callable[[list[str]], dict[str, list[str]]], force: bool = False) -> int:
         """Make the index name the table's chunks when Chroma was written without it (another tool, a process killed
         between the two writes, an index missing or new); a no-op when the recorded sequence number is Chroma's.
 
         Args:
             chroma_version (int): Chroma's last sequence number now
-            table_ids (Callable[[], set[str]]): the table's chunk ids
+            table_ids (Callable[[], Sequence[str]]): the table's chunk ids, in its order (the order of equal scores)
             words_of (Callable[[list[str]], dict[str, list[str]]]): the words of chunks of the table, by id
 
         Returns:
@@ -246,16 +246,17 @@ class DiskLexical:
         with self._lock:
             db = self._connect()
             try:
-                if self._state(db, 'chroma') == chroma_version:
+                if self._state(db, 'chroma') == chroma_version and not force:
                     return 0
                 db.execute('BEGIN IMMEDIATE')  # one process catches up; the others then find nothing to do
                 try:
-                    if self._state(db, 'chroma') == chroma_version:
+                    if self._state(db, 'chroma') == chroma_version and not force:
                         db.execute('COMMIT')
                         return 0
                     ours = {row[0] for row in db.execute('SELECT id FROM chunks')}
-                    table = table_ids()
-                    missing, extra = sorted(table - ours), sorted(ours - table)
+                    table = list(table_ids())
+                    present = set(table)
+                    missing, extra = [i for i in table if i not in ours], sorted(ours - present)
                     if missing and not ours:
                         logger.warning('[RAG] Building the lexical index of %d chunk(s) (%s)', len(missing),
                                        os.path.basename(self.path))
@@ -264,6 +265,9 @@ class DiskLexical:
                         added += list(words_of(part).items())
                     if added or extra:
                         self._apply(db, added, extra)
+                        if ours:
+                            logger.warning('[RAG] The lexical index caught up with the store: %d chunk(s) added, %d '
+                                           'removed', len(added), len(extra))
                     db.execute('INSERT OR REPLACE INTO state VALUES (?, ?)', ('chroma', chroma_version))
                     db.execute('COMMIT')
                 except BaseException:

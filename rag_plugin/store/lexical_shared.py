@@ -105,6 +105,9 @@ class SharedLexicalIndex:
         self._checked = None
 
     # ---- reads --------------------------------------------------------------------------------------------------
+    def _table_ids(self) -> list[str]:
+        return list(self.store._collection.get(include=[])['ids'])
+
     def _words_of(self, ids: list[str]) -> dict[str, list[str]]:
         return {i: words(doc) for i, doc in self.store.get(ids).items()}
 
@@ -112,9 +115,38 @@ class SharedLexicalIndex:
         """Catch up with Chroma if it was written without the index; return the chunk count."""
         version = self.store.version()
         if version != self._checked:
-            self.disk.catch_up(version, self.store.ids, self._words_of)
+            self.disk.catch_up(version, self._table_ids, self._words_of)
             self._checked = version
         return self.disk.matrix().n
+
+    def check(self, table: set[str]) -> tuple[int, Optional[str]]:
+        """The chunks the index holds (-1: none readable) and what disagrees with the table's chunks ``table``, else
+        None; nothing is written."""
+        if not self.disk.exists():
+            if not table:
+                return 0, None
+            return -1, ('the lexical index is missing (built from the chunks at the next question, or by ingest '
+                        '--repair)')
+        damage = self.disk.damage()
+        if damage:
+            return -1, damage
+        ours = self.disk.chunk_ids()
+        missing, extra = len(table - ours), len(ours - table)
+        if missing or extra:
+            return len(ours), (f'the lexical index lacks {missing} chunk(s) of the table and holds {extra} that it '
+                               f'has not (caught up at the next question, or by ingest --repair)')
+        return len(ours), None
+
+    def repair(self) -> Optional[str]:
+        """Build the index again from the chunks when its file is damaged (moved out of the way: it holds nothing
+        the chunks lack), else catch up with the table; returns the damage found, if any."""
+        damage = self.disk.damage()
+        if damage:
+            self.disk.remove_files()
+        self.disk.catch_up(self.store.version(), self._table_ids, self._words_of, force=True)
+        self._checked = None
+        self.refresh()
+        return damage
 
     def documents(self, ids: list[str]) -> dict[str, Document]:
         """No chunk is held in memory: the store reads them."""
