@@ -24,7 +24,7 @@ from rag_plugin.store.chroma_files import (REPAIR_HINT, SQLITE_FILE, check_index
                                            set_aside_index, sqlite_damage)
 from rag_plugin.store.foreign import as_ours, is_foreign
 from rag_plugin.store.lexical import LexicalIndex
-from rag_plugin.store.lexical_shared import EXACT_SCAN_MAX, SCOPES, SharedLexicalIndex, exact_dense
+from rag_plugin.store.lexical_shared import EXACT_SCAN_MAX, SCOPES, SharedLexicalIndex, exact_dense, wide_dense
 
 logger = logging.getLogger(__name__)
 
@@ -251,8 +251,10 @@ class ChromaStore:
         self.check_vector_index()
         if where and isinstance(self.lexical, SharedLexicalIndex):  # few chunks pass: scan their vectors (exact)
             ids = SCOPES.ids(self, where)
-            if len(ids) <= EXACT_SCAN_MAX:
-                return [DenseHit(*hit) for hit in exact_dense(self, vector, n, ids, with_embeddings)]
+            hits = exact_dense(self, vector, n, ids, with_embeddings) if len(ids) <= EXACT_SCAN_MAX else \
+                wide_dense(self, vector, n, ids, with_embeddings)
+            if hits is not None:
+                return [DenseHit(*hit) for hit in hits]
         result = self._collection.query(query_embeddings=[list(vector)], n_results=n, where=where or None,
                                         include=include)
         to_cosine = DISTANCE_TO_COSINE[self.space if self.space in DISTANCE_TO_COSINE else 'l2']

@@ -22,8 +22,9 @@ from rag_plugin.store.lexical_disk import EMPTY, DiskLexical, index_paths, top
 from rag_plugin.text import found, tokens
 from rag_plugin.text.chunks import embedding_text
 
-EXACT_SCAN_MAX = 20_000
-"""int: a filter passing at most this many chunks is searched densely by scanning their vectors (exact)."""
+EXACT_SCAN_MAX = 2_000
+"""int: a filter passing at most this many chunks is searched densely by scanning their vectors (exact); one passing
+more, by a deeper HNSW search kept to the chunks that pass (:func:`wide_dense`)."""
 
 _shared: dict[str, DiskLexical] = {}
 _shared_lock = threading.Lock()
@@ -51,6 +52,7 @@ class Scopes:
         self._cache: OrderedDict = OrderedDict()
         self._size = size
         self._lock = threading.Lock()
+        self._members: Optional[tuple[list, set]] = None
 
     def ids(self, store: Any, where: dict) -> list[str]:
         """The ids of the chunks of ``store`` that pass ``where`` (Chroma's ``where``, ids only)."""
@@ -65,6 +67,13 @@ class Scopes:
             while len(self._cache) > self._size:
                 self._cache.popitem(last=False)
         return ids
+
+    def members(self, ids: list[str]) -> set[str]:
+        """The ids of a scope as a set (kept for the last scope asked)."""
+        with self._lock:
+            if self._members is None or self._members[0] is not ids:
+                self._members = (ids, set(ids))
+            return self._members[1]
 
 
 SCOPES = Scopes()
@@ -200,25 +209,55 @@ class SharedLexicalIndex:
         return self._known[key]
 
 
+def _vectors(store: Any, ids: list[str]) -> tuple[list[str], np.ndarray]:
+    """The stored vectors of chunks, from this process's vector index (hnswlib, in memory) where it holds them, else
+    from Chroma (its unsaved batch, or an index that lacks some): ``(ids found, matrix)``."""
+    segment = store.vector_index()
+    labels = getattr(segment, '_id_to_label', None)
+    index = getattr(segment, '_index', None)
+    batch = getattr(segment, '_curr_batch', None)
+    pending = set(batch.get_written_ids()) | set(batch.get_deleted_ids()) if batch is not None else set()
+    held = [i for i in ids if labels is not None and i in labels and i not in pending] if index is not None else []
+    found_ids, parts = list(held), []
+    if held:
+        parts.append(np.asarray(index.get_items([labels[i] for i in held]), dtype=np.float32))
+    have = set(held) if len(held) < len(ids) else None
+    rest = [i for i in ids if i not in have] if have is not None else []
+    if rest:
+        by_id = store.embeddings_of(rest)
+        found_ids += list(by_id)
+        if by_id:
+            parts.append(np.asarray(list(by_id.values()), dtype=np.float32))
+    return found_ids, np.concatenate(parts) if parts else np.zeros((0, 1), dtype=np.float32)
+
+
 def exact_dense(store: Any, vector: Sequence[float], n: int, ids: list[str], with_embeddings: bool
                 ) -> list[tuple[str, float, Optional[list[float]]]]:
     """The ``n`` chunks among ``ids`` nearest to an embedding by cosine, scanning their stored vectors:
     ``(id, cosine, embedding or None)``, nearest first."""
     if not ids:
         return []
-    found_ids: list[str] = []
-    vectors: list = []
-    for start in range(0, len(ids), 5000):
-        got = store._collection.get(ids=ids[start:start + 5000], include=['embeddings'])
-        if len(got['embeddings']) != len(got['ids']):  # the vector index lacks some: read each (and warn)
-            by_id = store.embeddings_of(ids[start:start + 5000])
-            got = {'ids': list(by_id), 'embeddings': list(by_id.values())}
-        if got['ids']:
-            found_ids += list(got['ids'])
-            vectors.append(np.asarray(got['embeddings'], dtype=np.float32))
-    matrix = np.concatenate(vectors) if vectors else np.zeros((0, len(vector)), dtype=np.float32)
+    found_ids, matrix = _vectors(store, ids)
+    if not found_ids:
+        return []
     q = np.asarray(vector, dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(q) or 1.0)
     cosines = matrix @ q / np.where(norms == 0, 1.0, norms)
     best, values = top(cosines, n)
     return [(found_ids[i], float(v), matrix[i].tolist() if with_embeddings else None) for i, v in zip(best, values)]
+
+
+def wide_dense(store: Any, vector: Sequence[float], n: int, ids: list[str], with_embeddings: bool
+               ) -> Optional[list[tuple[str, float, Optional[list[float]]]]]:
+    """For a filter many chunks pass: the HNSW search without the filter, deep enough that about three times ``n``
+    of its results pass, kept to those that pass; None when fewer than ``n`` pass (the caller asks Chroma with its
+    ``where``, which reads the filter's chunks again at every search)."""
+    total = store.count()
+    depth = min(total, max(4 * n, int(math.ceil(3 * n * total / max(1, len(ids))))))
+    include = ['distances'] + (['embeddings'] if with_embeddings else [])
+    result = store._collection.query(query_embeddings=[list(vector)], n_results=depth, include=include)
+    passing = SCOPES.members(ids)
+    hits = [(chunk_id, store.to_cosine(result['distances'][0][i]),
+             list(result['embeddings'][0][i]) if with_embeddings else None)
+            for i, chunk_id in enumerate(result['ids'][0]) if chunk_id in passing]
+    return hits[:n] if len(hits) >= min(n, len(ids)) else None
