@@ -88,6 +88,7 @@ def replicas(texts, metadatas, vectors, n: int, noise: float, seed: int = 7):
     rng = np.random.default_rng(seed)
     base = np.asarray(vectors, dtype=np.float32)
     size = len(texts)
+    positions: dict = {}  # (copy, document) -> chunks so far: ids as the ledger derives them
     for i in range(n):
         j, copy = i % size, i // size
         vector = base[j] + rng.normal(0.0, noise, base.shape[1]).astype(np.float32)
@@ -96,9 +97,11 @@ def replicas(texts, metadatas, vectors, n: int, noise: float, seed: int = 7):
         text = (f'{texts[j]}\n(Copy {copy} for the {region} region, {team} team, revision {copy % 13}, '
                 f'code {team[:3].upper()}-{copy:05d}.)')
         source_id = f'copy{copy:05d}/{metadatas[j].get("source_id") or metadatas[j].get("source")}'
-        chunk_id = f'r{copy:05d}-{metadatas[j].get("chunk_id") or j}'
-        metadata = {**metadatas[j], 'chunk_id': chunk_id, 'source_id': source_id,
-                    'document_id': f'r{copy:05d}-{metadatas[j].get("document_id", "")}', 'tenant': f't{i % TENANTS}'}
+        document_id = f'r{copy:05d}-{metadatas[j].get("document_id", "")}'
+        position = positions[copy, document_id] = positions.get((copy, document_id), -1) + 1
+        chunk_id = f'{document_id}-{position:05d}'
+        metadata = {**metadatas[j], 'chunk_id': chunk_id, 'source_id': source_id, 'document_id': document_id,
+                    'tenant': f't{i % TENANTS}'}
         yield chunk_id, vector.tolist(), text, metadata
 
 
@@ -114,13 +117,17 @@ def build(backend: str, target: str, chunks, n: int, batch: int, record: Optiona
             return {**built, 'reused': True}
     embeddings = default_embeddings()
     if backend == 'chroma':
-        store = corpus_store(default_vector_store(target, embeddings))
+        vector_store = default_vector_store(target, embeddings)
+        store = corpus_store(vector_store)
     else:
         store = postgres_store(target, collection='scale', embeddings=embeddings)
         store.drop()
-        store = postgres_store(target, collection='scale', embeddings=embeddings)
+        store = vector_store = postgres_store(target, collection='scale', embeddings=embeddings)
     started, written, part = time.perf_counter(), 0, []
+    files: dict = {}  # (source id, document id) -> chunks, for the ledger
     for chunk in chunks:
+        files[chunk[3]['source_id'], chunk[3]['document_id']] = files.get(
+            (chunk[3]['source_id'], chunk[3]['document_id']), 0) + 1
         part.append(chunk)
         if len(part) == batch:
             store.upsert(*zip(*part))
@@ -133,6 +140,7 @@ def build(backend: str, target: str, chunks, n: int, batch: int, record: Optiona
         store.upsert(*zip(*part))
         written += len(part)
     finishing = time.perf_counter()
+    record_files(vector_store, files)
     store.refresh()  # as an ingestion ends: Chroma's lexical index saves its matrix for the next process
     seconds = time.perf_counter() - started
     result = {'chunks': store.count(), 'ingest_s': seconds, 'ingest_rate': written / seconds,
@@ -140,6 +148,21 @@ def build(backend: str, target: str, chunks, n: int, batch: int, record: Optiona
     if record is not None:
         record.write_text(json.dumps(result), encoding='utf-8')
     return result
+
+
+def record_files(vector_store, files: dict) -> None:
+    """The ledger rows of the replicated files, and the store's settings, as an ingestion records them: a bot opens
+    the store as one that ingestion filled (no check of every chunk as another tool's at its start)."""
+    from rag_plugin import default_splitter
+    from rag_plugin.ingest import ledger_for
+    from rag_plugin.ingest.chunking import now
+    from rag_plugin.ingest.store_settings import current_settings, record_settings
+    ledger = ledger_for(vector_store)
+    chunking = record_settings(ledger, current_settings(vector_store, default_splitter(), True), None)
+    stamp = now()
+    for (source_id, document_id), n in files.items():
+        ledger.begin('scale', source_id, document_id, n, source_id, stamp, None, chunking)
+        ledger.commit('scale', source_id)
 
 
 PROBE = r'''

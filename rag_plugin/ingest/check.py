@@ -139,11 +139,14 @@ def check_store(vector_store: VectorStore, ledger: Ledger, detail: bool = False)
     found = StoreCheck(table=store.count(), index=store.vector_index().count(),
                        ledger=sum(r.n_chunks for r in rows if r.status == 'ok'),
                        pending=[r.source_id for r in pending])
-    table = store.ids()
-    if isinstance(store.lexical, SharedLexicalIndex):
-        found.lexical, found.lexical_problem = store.lexical.check(table)
+    lexical = store.lexical if isinstance(store.lexical, SharedLexicalIndex) else None
+    if lexical is not None:  # counts first (start-up); ids below
+        found.lexical, found.lexical_problem = lexical.check(found.table)
     if not detail and not pending and found.ok:
         return found
+    table = store.ids()
+    if lexical is not None:
+        found.lexical, found.lexical_problem = lexical.check(found.table, table)
     index = store.index_ids()
     required = {i for r in rows if r.status == 'ok' for i in r.ids()}
     allowed = required | {i for r in pending for i in r.ids() + r.prev_ids()}

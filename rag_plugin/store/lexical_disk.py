@@ -29,7 +29,8 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from rag_plugin.errors import StoreDamaged
+from rag_plugin.errors import RAGPluginError, StoreDamaged
+from rag_plugin.store.locks import StoreBusy
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ _SCHEMA = ('CREATE TABLE IF NOT EXISTS terms (id INTEGER PRIMARY KEY, term TEXT 
            'CREATE TABLE IF NOT EXISTS chunks (row INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, '
            'words BLOB NOT NULL)',
            'CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value INTEGER NOT NULL)')
+_WAIT = 600.0  # seconds a process waits for another's transaction (building the index of 100,000 chunks: ~40 s)
 _IDS_PER_STATEMENT = 900  # SQLite's bound on a statement's variables (999 in older builds)
 
 
@@ -157,7 +159,7 @@ class DiskLexical:
     def _connect(self) -> sqlite3.Connection:
         if self._db is None:
             try:
-                db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=60)
+                db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=_WAIT)
                 db.execute('PRAGMA journal_mode=WAL')
                 for statement in _SCHEMA:
                     db.execute(statement)
@@ -166,9 +168,12 @@ class DiskLexical:
             self._db = db
         return self._db
 
-    def damaged(self, error: Exception) -> StoreDamaged:
-        """The error of a damaged words' file (named, with what to do)."""
+    def damaged(self, error: Exception) -> RAGPluginError:
+        """The error of a damaged words' file (named, with what to do), or of one another process keeps locked."""
         folder = os.path.dirname(self.path)
+        if isinstance(error, sqlite3.OperationalError) and 'locked' in str(error):
+            return StoreBusy(f'{folder}: the lexical index {os.path.basename(self.path)} stayed locked by another '
+                             f'process for {_WAIT:.0f} s (building it from the chunks?): try again')
         return StoreDamaged(f'{folder}: the lexical index {os.path.basename(self.path)} is damaged ({error}): run '
                             f'`python -m rag_plugin ingest --repair --store {folder}` to rebuild it')
 
@@ -392,6 +397,14 @@ class DiskLexical:
                 self._vocabulary = {term: int(counts[i]) for i, term in db.execute('SELECT id, term FROM terms')
                                     if i < len(counts) and counts[i] > 0}
             return self._vocabulary
+
+    def count(self) -> int:
+        """How many chunks the index holds."""
+        with self._lock:
+            try:
+                return self._connect().execute('SELECT COUNT(*) FROM chunks').fetchone()[0]
+            except sqlite3.DatabaseError as e:
+                raise self.damaged(e) from None
 
     def chunk_ids(self) -> set[str]:
         """The ids of every chunk the index holds."""

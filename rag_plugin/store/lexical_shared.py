@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 from langchain_core.documents import Document
 
+from rag_plugin.errors import StoreDamaged
 from rag_plugin.store.lexical_disk import EMPTY, DiskLexical, index_paths, top
 from rag_plugin.text import found, tokens
 from rag_plugin.text.chunks import embedding_text
@@ -25,6 +26,10 @@ from rag_plugin.text.chunks import embedding_text
 EXACT_SCAN_MAX = 2_000
 """int: a filter passing at most this many chunks is searched densely by scanning their vectors (exact); one passing
 more, by a deeper HNSW search kept to the chunks that pass (:func:`wide_dense`)."""
+
+VECTOR_SCOPES = 8
+"""int: the scopes whose vectors are kept for the exact scan (the ids list of a scope is the same object for one
+filter and store version, see :class:`Scopes`)."""
 
 _shared: dict[str, DiskLexical] = {}
 _shared_lock = threading.Lock()
@@ -53,6 +58,7 @@ class Scopes:
         self._size = size
         self._lock = threading.Lock()
         self._members: Optional[tuple[list, set]] = None
+        self._vectors: list[tuple[list, tuple[list[str], np.ndarray]]] = []
 
     def ids(self, store: Any, where: dict) -> list[str]:
         """The ids of the chunks of ``store`` that pass ``where`` (Chroma's ``where``, ids only)."""
@@ -67,6 +73,20 @@ class Scopes:
             while len(self._cache) > self._size:
                 self._cache.popitem(last=False)
         return ids
+
+    def vectors(self, ids: list[str], read: Callable[[], tuple[list[str], np.ndarray]]
+                ) -> tuple[list[str], np.ndarray]:
+        """The stored vectors of a scope's chunks (``read()``), kept for the last :data:`VECTOR_SCOPES` scopes asked
+        (at most :data:`EXACT_SCAN_MAX` vectors each: 3 MB of 384 dimensions)."""
+        with self._lock:
+            for i, (known, found) in enumerate(self._vectors):
+                if known is ids:
+                    self._vectors.append(self._vectors.pop(i))
+                    return found
+        found = read()
+        with self._lock:
+            self._vectors = (self._vectors + [(ids, found)])[-VECTOR_SCOPES:]
+        return found
 
     def members(self, ids: list[str]) -> set[str]:
         """The ids of a scope as a set (kept for the last scope asked)."""
@@ -128,14 +148,28 @@ class SharedLexicalIndex:
             self._checked = version
         return self.disk.matrix().n
 
-    def check(self, table: set[str]) -> tuple[int, Optional[str]]:
-        """The chunks the index holds (-1: none readable) and what disagrees with the table's chunks ``table``, else
-        None; nothing is written."""
+    def check(self, count: int, table: Optional[set[str]] = None) -> tuple[int, Optional[str]]:
+        """The chunks the index holds (-1: none readable) and what disagrees with the table, else None; nothing is
+        written.
+
+        Args:
+            count (int): the table's chunk count (compared alone when ``table`` is not given: at start-up)
+            table (set[str]): the table's chunk ids (their ids are compared, and the file checked by SQLite)
+        """
         if not self.disk.exists():
-            if not table:
+            if not count:
                 return 0, None
             return -1, ('the lexical index is missing (built from the chunks at the next question, or by ingest '
                         '--repair)')
+        if table is None:
+            try:
+                held = self.disk.count()
+            except StoreDamaged as e:
+                return -1, str(e).split(': ', 1)[-1]
+            if held != count:
+                return held, (f'the lexical index holds {held} chunk(s), the table {count} (caught up at the next '
+                              f'question, or by ingest --repair)')
+            return held, None
         damage = self.disk.damage()
         if damage:
             return -1, damage
@@ -237,7 +271,7 @@ def exact_dense(store: Any, vector: Sequence[float], n: int, ids: list[str], wit
     ``(id, cosine, embedding or None)``, nearest first."""
     if not ids:
         return []
-    found_ids, matrix = _vectors(store, ids)
+    found_ids, matrix = SCOPES.vectors(ids, lambda: _vectors(store, ids))
     if not found_ids:
         return []
     q = np.asarray(vector, dtype=np.float32)
