@@ -16,7 +16,7 @@ two instead of their sum.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Future, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Optional, Protocol, runtime_checkable
 
@@ -108,16 +108,30 @@ def lexical_of(retriever: Optional[Retriever]) -> Optional[LexicalStatistics]:
 SIDE_THREADS = 16
 """Worker threads :func:`beside` may run at once, across all retrievers of the process."""
 _side_slots = threading.BoundedSemaphore(SIDE_THREADS)
+_side_pool: Optional[ThreadPoolExecutor] = None
+_side_pool_lock = threading.Lock()
+
+
+def _workers() -> ThreadPoolExecutor:
+    global _side_pool
+    with _side_pool_lock:
+        if _side_pool is None:
+            _side_pool = ThreadPoolExecutor(SIDE_THREADS, thread_name_prefix='rag-search')
+        return _side_pool
 
 
 def beside(fn: Callable[..., Any], *args: Any) -> Future:
     """Start ``fn(*args)`` in a worker thread while the caller goes on, and return its future. When
     :data:`SIDE_THREADS` workers are already running (many sessions retrieving at once), ``fn`` runs at once in the
-    caller's thread instead: under load nothing waits in a queue behind other sessions' searches. A worker is a
-    daemon thread of its own (starting one costs well under a millisecond), so none outlives the process."""
+    caller's thread instead: under load nothing waits in a queue behind other sessions' searches.
+
+    The workers are kept (a pool of at most :data:`SIDE_THREADS` threads): Chroma opens a SQLite connection per thread
+    that reads it and keeps it for the process's life, so a new thread per question (as before) grew a bot process
+    on a persisted store by about 0.5 MB per question (issue 30)."""
     future: Future = Future()
 
     def run(slot: bool) -> None:
+        threading.current_thread().name = 'rag-search'
         try:
             try:
                 value = fn(*args)
@@ -133,7 +147,7 @@ def beside(fn: Callable[..., Any], *args: Any) -> Future:
         run(False)
         return future
     try:
-        threading.Thread(target=in_budget(run), args=(True,), name='rag-search', daemon=True).start()
+        _workers().submit(in_budget(run), True)
     except BaseException:
         _side_slots.release()
         raise
