@@ -16,7 +16,8 @@ two instead of their sum.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+import queue
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Optional, Protocol, runtime_checkable
 
@@ -108,16 +109,31 @@ def lexical_of(retriever: Optional[Retriever]) -> Optional[LexicalStatistics]:
 SIDE_THREADS = 16
 """Worker threads :func:`beside` may run at once, across all retrievers of the process."""
 _side_slots = threading.BoundedSemaphore(SIDE_THREADS)
-_side_pool: Optional[ThreadPoolExecutor] = None
-_side_pool_lock = threading.Lock()
+_side_tasks: 'queue.SimpleQueue' = queue.SimpleQueue()
+_side_lock = threading.Lock()
+_side_idle = 0  # kept workers waiting for a task (not reserved by a submitted one)
 
 
-def _workers() -> ThreadPoolExecutor:
-    global _side_pool
-    with _side_pool_lock:
-        if _side_pool is None:
-            _side_pool = ThreadPoolExecutor(SIDE_THREADS, thread_name_prefix='rag-search')
-        return _side_pool
+def _side_worker() -> None:
+    global _side_idle
+    while True:
+        fn, args = _side_tasks.get()
+        try:
+            fn(*args)
+        finally:
+            with _side_lock:
+                _side_idle += 1
+
+
+def _submit(fn: Callable[..., Any], *args: Any) -> None:
+    """Run ``fn(*args)`` on a kept worker: an idle one, else a new one (daemon threads; at most one per slot)."""
+    global _side_idle
+    with _side_lock:
+        if _side_idle > 0:
+            _side_idle -= 1
+        else:
+            threading.Thread(target=_side_worker, name='rag-search', daemon=True).start()
+    _side_tasks.put((fn, args))
 
 
 def beside(fn: Callable[..., Any], *args: Any) -> Future:
@@ -125,13 +141,12 @@ def beside(fn: Callable[..., Any], *args: Any) -> Future:
     :data:`SIDE_THREADS` workers are already running (many sessions retrieving at once), ``fn`` runs at once in the
     caller's thread instead: under load nothing waits in a queue behind other sessions' searches.
 
-    The workers are kept (a pool of at most :data:`SIDE_THREADS` threads): Chroma opens a SQLite connection per thread
+    The workers are kept (daemon threads, at most :data:`SIDE_THREADS`): Chroma opens a SQLite connection per thread
     that reads it and keeps it for the process's life, so a new thread per question (as before) grew a bot process
     on a persisted store by about 0.5 MB per question (issue 30)."""
     future: Future = Future()
 
     def run(slot: bool) -> None:
-        threading.current_thread().name = 'rag-search'
         try:
             try:
                 value = fn(*args)
@@ -147,7 +162,7 @@ def beside(fn: Callable[..., Any], *args: Any) -> Future:
         run(False)
         return future
     try:
-        _workers().submit(in_budget(run), True)
+        _submit(in_budget(run), True)
     except BaseException:
         _side_slots.release()
         raise

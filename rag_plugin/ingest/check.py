@@ -47,6 +47,9 @@ class StoreCheck:
             from as they are; ingesting their files adopts them
         damage (str | None): what makes the store's files unreadable (a damaged vector index or database); nothing
             else was compared then
+        lexical (int): chunks in the lexical index on disk (-1: none, or unreadable; -2: not built yet, which the next
+            question does)
+        lexical_problem (str | None): what is wrong with the lexical index (damaged, or other chunks than the table's)
     """
     table: int
     index: int
@@ -86,6 +89,8 @@ class StoreCheck:
         line = f'table {self.table}, vector index {self.index}, ledger {self.ledger} chunk(s)'
         if self.lexical >= 0:
             line += f', lexical index {self.lexical}'
+        elif self.lexical == -2:
+            line += ', lexical index not built yet (built from the chunks at the next question)'
         if self.pending:
             line += (f'; {len(self.pending)} interrupted ingestion(s): their partial chunks are hidden and rolled '
                      f'back by the next write (an ingestion, an upload, or ingest --repair)')

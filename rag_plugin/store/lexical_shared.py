@@ -149,18 +149,15 @@ class SharedLexicalIndex:
         return self.disk.matrix().n
 
     def check(self, count: int, table: Optional[set[str]] = None) -> tuple[int, Optional[str]]:
-        """The chunks the index holds (-1: none readable) and what disagrees with the table, else None; nothing is
-        written.
+        """The chunks the index holds (-1: none readable, -2: not built yet, which the next question does) and what
+        disagrees with the table, else None; nothing is written.
 
         Args:
             count (int): the table's chunk count (compared alone when ``table`` is not given: at start-up)
             table (set[str]): the table's chunk ids (their ids are compared, and the file checked by SQLite)
         """
-        if not self.disk.exists():
-            if not count:
-                return 0, None
-            return -1, ('the lexical index is missing (built from the chunks at the next question, or by ingest '
-                        '--repair)')
+        if not self.disk.exists():  # not built yet (a store another tool filled, or from before): no damage
+            return (0 if not count else -2), None
         if table is None:
             try:
                 held = self.disk.count()
