@@ -222,3 +222,20 @@ def test_a_missing_or_damaged_index_is_said_in_one_line_and_built_again(tmp_path
         assert rag.run_retrieval('paella', k=1)[0].metadata['source_id'] == 'menu.txt'
     after = cli('stats', '--check', store=store_dir)
     assert after.returncode == 0 and after.stdout.startswith('consistent:'), after.stdout + after.stderr[-2000:]
+
+
+def test_a_damaged_matrix_is_built_again_from_the_words(tmp_path, embeddings):
+    from rag_plugin.store.lexical_disk import index_paths
+    from rag_plugin.store.lexical_shared import _shared
+    store_dir = tmp_path / 'store'
+    rag = rag_on(store_dir, embeddings)
+    rag.add_text('The cafeteria serves paella every Friday at noon.', {'source_id': 'menu.txt'})
+    del rag
+    _shared.clear()  # as a new process
+    _, folder = index_paths(str(store_dir), 'rag_plugin')
+    (generation,) = [d for d in Path(folder).iterdir() if d.is_dir()]
+    os.truncate(generation / 'data.npy', 10)  # a disk that filled up while it was saved
+    rag = rag_on(store_dir, embeddings)
+    assert rag.run_retrieval('paella', k=1)[0].metadata['source_id'] == 'menu.txt'
+    _shared.clear()
+    assert json.loads(run(SEARCH, str(store_dir), 'paella Friday', 'mapped')) == ['menu.txt']  # saved whole again

@@ -329,8 +329,13 @@ class DiskLexical:
             with open(os.path.join(partial, 'meta.json'), 'w', encoding='utf-8') as f:
                 json.dump({**built['meta'], 'generation': generation}, f)
             try:
-                os.rename(partial, target)  # whole or absent; another process may have saved the same first
-            except OSError:
+                os.rename(partial, target)  # whole or absent
+            except OSError:  # another process saved the same generation first, or one left it damaged
+                try:
+                    Matrix(target)
+                except (OSError, ValueError, KeyError):
+                    shutil.rmtree(target, ignore_errors=True)
+                    os.rename(partial, target)
                 shutil.rmtree(partial, ignore_errors=True)
             self._forget_older(generation)
             return Matrix(target)
