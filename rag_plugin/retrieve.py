@@ -16,6 +16,7 @@ two instead of their sum.
 from __future__ import annotations
 
 import threading
+import queue
 from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Optional, Protocol, runtime_checkable
@@ -108,13 +109,41 @@ def lexical_of(retriever: Optional[Retriever]) -> Optional[LexicalStatistics]:
 SIDE_THREADS = 16
 """Worker threads :func:`beside` may run at once, across all retrievers of the process."""
 _side_slots = threading.BoundedSemaphore(SIDE_THREADS)
+_side_tasks: 'queue.SimpleQueue' = queue.SimpleQueue()
+_side_lock = threading.Lock()
+_side_idle = 0  # kept workers waiting for a task (not reserved by a submitted one)
+
+
+def _side_worker() -> None:
+    global _side_idle
+    while True:
+        fn, args = _side_tasks.get()
+        try:
+            fn(*args)
+        finally:
+            with _side_lock:
+                _side_idle += 1
+
+
+def _submit(fn: Callable[..., Any], *args: Any) -> None:
+    """Run ``fn(*args)`` on a kept worker: an idle one, else a new one (daemon threads; at most one per slot)."""
+    global _side_idle
+    with _side_lock:
+        if _side_idle > 0:
+            _side_idle -= 1
+        else:
+            threading.Thread(target=_side_worker, name='rag-search', daemon=True).start()
+    _side_tasks.put((fn, args))
 
 
 def beside(fn: Callable[..., Any], *args: Any) -> Future:
     """Start ``fn(*args)`` in a worker thread while the caller goes on, and return its future. When
     :data:`SIDE_THREADS` workers are already running (many sessions retrieving at once), ``fn`` runs at once in the
-    caller's thread instead: under load nothing waits in a queue behind other sessions' searches. A worker is a
-    daemon thread of its own (starting one costs well under a millisecond), so none outlives the process."""
+    caller's thread instead: under load nothing waits in a queue behind other sessions' searches.
+
+    The workers are kept (daemon threads, at most :data:`SIDE_THREADS`): Chroma opens a SQLite connection per thread
+    that reads it and keeps it for the process's life, so a new thread per question (as before) grew a bot process
+    on a persisted store by about 0.5 MB per question (issue 30)."""
     future: Future = Future()
 
     def run(slot: bool) -> None:
@@ -133,7 +162,7 @@ def beside(fn: Callable[..., Any], *args: Any) -> Future:
         run(False)
         return future
     try:
-        threading.Thread(target=in_budget(run), args=(True,), name='rag-search', daemon=True).start()
+        _submit(in_budget(run), True)
     except BaseException:
         _side_slots.release()
         raise

@@ -22,6 +22,7 @@ from rag_plugin.store import chroma_internals
 from rag_plugin.store.chroma_core import INDEX_OUT_OF_REACH
 from rag_plugin.store.chroma_files import sqlite_integrity
 from rag_plugin.store.ledger import Ledger
+from rag_plugin.store.lexical_shared import SharedLexicalIndex
 from rag_plugin.text import cosine
 
 SAME_MODEL_COSINE = 0.9
@@ -49,6 +50,9 @@ class StoreCheck:
             else was compared then
         index_note (str | None): why the vector index was not compared (chromadb 1.x: out of Python's reach; its
             files' header is still checked); ``index`` is -1 then
+        lexical (int): chunks in the lexical index on disk (-1: none, or unreadable; -2: not built yet, which the next
+            question does)
+        lexical_problem (str | None): what is wrong with the lexical index (damaged, or other chunks than the table's)
     """
     table: int
     index: int
@@ -62,11 +66,13 @@ class StoreCheck:
     foreign: list[str] = field(default_factory=list)
     damage: Optional[str] = None
     index_note: Optional[str] = None
+    lexical: int = -1
+    lexical_problem: Optional[str] = None
 
     @property
     def ok(self) -> bool:
         """Whether the store's files are sound and table, index and ledger agree."""
-        if self.damage:
+        if self.damage or self.lexical_problem:
             return False
         if self.detailed:
             return not (self.missing_from_index or self.index_only or self.missing_from_table or self.orphans)
@@ -86,6 +92,10 @@ class StoreCheck:
             return f'DAMAGED: {self.damage}'
         index = f'vector index not compared ({self.index_note})' if self.index_note else f'vector index {self.index}'
         line = f'table {self.table}, {index}, ledger {self.ledger} chunk(s)'
+        if self.lexical >= 0:
+            line += f', lexical index {self.lexical}'
+        elif self.lexical == -2:
+            line += ', lexical index not built yet (built from the chunks at the next question)'
         if self.pending:
             line += (f'; {len(self.pending)} interrupted ingestion(s): their partial chunks are hidden and rolled '
                      f'back by the next write (an ingestion, an upload, or ingest --repair)')
@@ -98,6 +108,8 @@ class StoreCheck:
             ('in the vector index but not in the table', self.index_only),
             ('listed by the ledger but missing from the table', self.missing_from_table),
             ('in the table but in no ledger row', self.orphans)) if ids]
+        if self.lexical_problem:
+            parts.append(self.lexical_problem)
         return f'INCONSISTENT: {line}: ' + '; '.join(parts) + ' (fix: python -m rag_plugin ingest --repair)'
 
     def to_dict(self) -> dict:
@@ -105,7 +117,8 @@ class StoreCheck:
         return {'ok': self.ok, 'table': self.table, 'index': self.index, 'ledger': self.ledger,
                 'pending': self.pending, 'missing_from_index': self.missing_from_index,
                 'index_only': self.index_only, 'missing_from_table': self.missing_from_table,
-                'orphans': self.orphans, 'foreign': self.foreign, 'damage': self.damage, 'index_note': self.index_note}
+                'orphans': self.orphans, 'foreign': self.foreign, 'damage': self.damage, 'index_note': self.index_note,
+                'lexical': self.lexical, 'lexical_problem': self.lexical_problem}
 
 
 def check_store(vector_store: VectorStore, ledger: Ledger, detail: bool = False) -> Optional[StoreCheck]:
@@ -137,9 +150,14 @@ def check_store(vector_store: VectorStore, ledger: Ledger, detail: bool = False)
     found = StoreCheck(table=store.count(), index=store.vector_index().count() if reachable else -1,
                        ledger=sum(r.n_chunks for r in rows if r.status == 'ok'),
                        pending=[r.source_id for r in pending], index_note=None if reachable else INDEX_OUT_OF_REACH)
+    lexical = store.lexical if isinstance(store.lexical, SharedLexicalIndex) else None
+    if lexical is not None:  # counts first (start-up); ids below
+        found.lexical, found.lexical_problem = lexical.check(found.table)
     if not detail and not pending and found.ok:
         return found
     table = store.ids()
+    if lexical is not None:
+        found.lexical, found.lexical_problem = lexical.check(found.table, table)
     index = store.index_ids() if reachable else table
     required = {i for r in rows if r.status == 'ok' for i in r.ids()}
     allowed = required | {i for r in pending for i in r.ids() + r.prev_ids()}
@@ -166,6 +184,7 @@ class StoreRepair:
             ingested from (uploads, moved files): ingest them again
         reingested (list[str]): sources whose chunks were lost from the table, ingested again from their files
         rebuilt_index (str | None): the damage for which the vector index was moved aside and built again
+        rebuilt_lexical (str | None): the damage for which the lexical index was built again from the chunks
     """
     before: StoreCheck
     after: StoreCheck
@@ -174,9 +193,12 @@ class StoreRepair:
     to_reingest: list[str] = field(default_factory=list)
     reingested: list[str] = field(default_factory=list)
     rebuilt_index: Optional[str] = None
+    rebuilt_lexical: Optional[str] = None
 
     def __str__(self) -> str:
         lines = [f'vector index damaged: {self.rebuilt_index}'] if self.rebuilt_index else []
+        if self.rebuilt_lexical:
+            lines.append(f'{self.rebuilt_lexical}: built again from the chunks')
         lines += [f'before: {self.before.summary()}',
                  f'repaired: {self.reembedded} chunk(s) embedded again into the vector index, {self.deleted} orphan '
                  f'chunk(s) deleted']
@@ -191,7 +213,7 @@ class StoreRepair:
         """The repair as plain data (for ``--json``)."""
         return {'before': self.before.to_dict(), 'after': self.after.to_dict(), 'reembedded': self.reembedded,
                 'deleted': self.deleted, 'to_reingest': self.to_reingest, 'reingested': self.reingested,
-                'rebuilt_index': self.rebuilt_index}
+                'rebuilt_index': self.rebuilt_index, 'rebuilt_lexical': self.rebuilt_lexical}
 
 
 def check_embeddings(vector_store: VectorStore, embeddings: Any) -> Optional[str]:

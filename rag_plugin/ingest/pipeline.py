@@ -41,6 +41,7 @@ from rag_plugin.store.locks import DEFAULT_LOCK_TIMEOUT, write_lock_for
 from rag_plugin.ingest.store_settings import current_settings, record_settings, refuse_other_model, uses_headers
 from rag_plugin.ingest.writer import ChunkWriter
 from rag_plugin.store import chroma_internals, chroma_store
+from rag_plugin.store.lexical_shared import SharedLexicalIndex
 
 logger = logging.getLogger(__name__)
 
@@ -156,10 +157,14 @@ class Ingestor:
 
     # ---- crash repair -----------------------------------------------------------------------------------------------
     def _delete(self, ids: list[str]) -> None:
+        store = chroma_store(self.vector_store)  # a persisted Chroma store's lexical index is written with it
         for start in range(0, len(ids), 5000):
             batch = ids[start:start + 5000]
             if batch:
-                self.vector_store.delete(ids=batch)
+                if store is not None:
+                    store.delete(batch)
+                else:
+                    self.vector_store.delete(ids=batch)
                 self._changed()
 
     def _changed(self) -> None:
@@ -245,7 +250,19 @@ class Ingestor:
                 changed and how to rebuild); nothing is changed
         """
         with self.writing():
-            return self._ingest(path, sync, tags, progress, extensions)
+            report = self._ingest(path, sync, tags, progress, extensions)
+        self._ready_lexical()
+        return report
+
+    def _ready_lexical(self) -> None:
+        """Build and save the lexical index's matrix of the store as written (a persisted Chroma store): a bot that
+        opens the store next maps it instead of building it at its first question."""
+        store = chroma_store(self.vector_store)
+        if store is not None and isinstance(store.lexical, SharedLexicalIndex):
+            try:
+                store.lexical.refresh()
+            except StoreDamaged as e:
+                logger.warning('[RAG] %s', e)
 
     def _ingest(self, path: str | os.PathLike, sync: bool, tags: Iterable[str], progress: bool,
                 extensions: Optional[Iterable[str]]) -> IngestReport:
@@ -297,7 +314,8 @@ class Ingestor:
             loader = functools.partial(parse_isolated, limits=self.limits, splitter=self.splitter) if isolated else None
             self._ingest_sources(root, [(source_id, data)], report, tags, False, chunking, extra, loader=loader)
             report.seconds = time.perf_counter() - started
-            return report
+        self._ready_lexical()
+        return report
 
     def _ingest_sources(self, root: str, sources: list, report: IngestReport, tags: Iterable[str], progress: bool,
                         chunking: str, extra: Optional[dict] = None, adopt: bool = False,
@@ -352,6 +370,8 @@ class Ingestor:
             except StoreDamaged as damaged:
                 moved = store.set_aside_vector_index()
                 rebuilt = f'{damaged}; moved aside to {moved} and built again from the write log'
+            # the lexical index first: the writes below update it (built again from the chunks when damaged)
+            rebuilt_lexical = store.lexical.repair() if isinstance(store.lexical, SharedLexicalIndex) else None
             self._check_settings()  # never embed chunks with another model than the store's
             self._repair()
             before = check_store(self.vector_store, self.ledger, detail=True)
@@ -372,7 +392,7 @@ class Ingestor:
             logger.warning('[RAG] Chunks of %s were lost from the store and its file is not where it was ingested '
                            'from: ingest it again', source_id)
         return StoreRepair(before, after, reembedded=len(lacking), deleted=len(orphans), to_reingest=gone,
-                           reingested=reingested, rebuilt_index=rebuilt)
+                           reingested=reingested, rebuilt_index=rebuilt, rebuilt_lexical=rebuilt_lexical)
 
     def _reingest(self, records: list[FileRecord]) -> list[str]:
         """Ingest again, from where the ledger says they were ingested, the files of rows whose chunks were lost;

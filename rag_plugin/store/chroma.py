@@ -27,6 +27,7 @@ from rag_plugin.store.chroma_files import (REPAIR_HINT, SQLITE_FILE, check_index
                                            set_aside_index, sqlite_damage)
 from rag_plugin.store.foreign import as_ours, is_foreign
 from rag_plugin.store.lexical import LexicalIndex
+from rag_plugin.store.lexical_shared import EXACT_SCAN_MAX, SCOPES, SharedLexicalIndex, exact_dense, wide_dense
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +118,7 @@ class ChromaStore:
 
     def __init__(self, vector_store: VectorStore):
         self.vector_store: VectorStore = vector_store
-        self._lexical: Optional[LexicalIndex] = None
+        self._lexical: Optional[LexicalIndex | SharedLexicalIndex] = None
 
     # ---- the wrapper's parts ------------------------------------------------------------------------------------------
     @property
@@ -149,11 +150,13 @@ class ChromaStore:
         return DISTANCE_TO_COSINE[self.space if self.space in DISTANCE_TO_COSINE else 'l2'](distance)
 
     @property
-    def lexical(self) -> LexicalIndex:
-        """The BM25 index over the store's chunks (built on first use, kept in sync by chunk count and
-        :meth:`LexicalIndex.invalidate`)."""
+    def lexical(self) -> LexicalIndex | SharedLexicalIndex:
+        """The BM25 index over the store's chunks: on disk beside a persisted store, shared by the processes that
+        open it (:class:`~rag_plugin.store.lexical_shared.SharedLexicalIndex`); in memory for a store in memory
+        (:class:`LexicalIndex`, built on first use, kept in sync by chunk count and :meth:`LexicalIndex.invalidate`)."""
         if self._lexical is None:
-            self._lexical = LexicalIndex(self)
+            shared = self.persist_directory and self._system() is not None and self.is_persistent
+            self._lexical = SharedLexicalIndex(self) if shared else LexicalIndex(self)
         return self._lexical
 
     # ---- reads -------------------------------------------------------------------------------------------------------
@@ -249,6 +252,12 @@ class ChromaStore:
         embeddings when asked for)."""
         include = ['distances'] + (['embeddings'] if with_embeddings else [])
         self.check_vector_index()
+        if where and isinstance(self.lexical, SharedLexicalIndex):  # few chunks pass: scan their vectors (exact)
+            ids = SCOPES.ids(self, where)
+            hits = exact_dense(self, vector, n, ids, with_embeddings) if len(ids) <= EXACT_SCAN_MAX else \
+                wide_dense(self, vector, n, ids, with_embeddings)
+            if hits is not None:
+                return [DenseHit(*hit) for hit in hits]
         result = self._collection.query(query_embeddings=[list(vector)], n_results=n, where=where or None,
                                         include=include)
         to_cosine = DISTANCE_TO_COSINE[self.space if self.space in DISTANCE_TO_COSINE else 'l2']
@@ -284,17 +293,20 @@ class ChromaStore:
                metadatas: Sequence[dict]) -> None:
         """Write chunks with their own embeddings under their ids (replacing any with the same id)."""
         self.check_vector_index()
-        self._collection.upsert(ids=list(ids), embeddings=list(embeddings), documents=list(documents),
-                                metadatas=list(metadatas))
-        if self._lexical is not None:
-            self._lexical.invalidate()
+        write = lambda: self._collection.upsert(ids=list(ids), embeddings=list(embeddings),  # noqa: E731
+                                                documents=list(documents), metadatas=list(metadatas))
+        if isinstance(self.lexical, SharedLexicalIndex):  # the words in the same step (lexical_shared)
+            return self.lexical.write(write, ids, documents, metadatas)
+        write()
+        self.lexical.invalidate()
 
     def delete(self, ids: Sequence[str]) -> None:
         """Delete the chunks with these ids."""
         self.check_vector_index()
+        if isinstance(self.lexical, SharedLexicalIndex):
+            return self.lexical.write(lambda: self.vector_store.delete(ids=list(ids)), removed=ids)
         self.vector_store.delete(ids=list(ids))
-        if self._lexical is not None:
-            self._lexical.invalidate()
+        self.lexical.invalidate()
 
     # ---- Chroma's internals: write log and per-process vector index ---------------------------------------------------
     def _system(self) -> Any:
@@ -390,6 +402,8 @@ class ChromaStore:
             self.vector_store._chroma_collection = collection
         else:
             self.vector_store._collection = collection
+        if isinstance(self._lexical, SharedLexicalIndex):
+            self._lexical.disk.close()  # the new folder's index file
         if self._lexical is not None:
             self._lexical.invalidate()
         logger.warning('[RAG] The store folder %s was replaced: opened again (%d chunks)', folder, collection.count())
