@@ -55,7 +55,7 @@ def default_vector_store(persist_directory: Optional[str] = UNSET, embeddings: O
             ``RAG_PLUGIN_STORE``, else the bot's ``rag.store``, else ``vector_store``)
         embeddings (Embeddings): the embedding function; :func:`default_embeddings` of the bot if none is given
         collection_name (str): the Chroma collection (default: ``rag_plugin``, or the one collection of the folder
-            that holds chunks, see :func:`rag_plugin.store.chroma.collection_to_open`)
+            that holds chunks, see :func:`rag_plugin.store.chroma_collections.collection_to_open`)
         bot (Bot): the bot whose ``[rag]`` properties apply (store folder, embedding model and backend)
 
     Returns:
@@ -71,7 +71,7 @@ def default_vector_store(persist_directory: Optional[str] = UNSET, embeddings: O
     from langchain_chroma import Chroma
 
     from rag_plugin.errors import StoreDamaged
-    from rag_plugin.store.chroma import collection_to_open
+    from rag_plugin.store.chroma_collections import collection_to_open
     from rag_plugin.store.chroma_files import REPAIR_HINT, sqlite_damage
     # chromadb 0.5.4's telemetry client is incompatible with the posthog it resolves to and logs an error per
     # event; telemetry is off in the settings below, and its logger is silenced for the versions that still try.
