@@ -242,8 +242,9 @@ class SharedLexicalIndex:
 
 def _vectors(store: Any, ids: list[str]) -> tuple[list[str], np.ndarray]:
     """The stored vectors of chunks, from this process's vector index (hnswlib, in memory) where it holds them, else
-    from Chroma (its unsaved batch, or an index that lacks some): ``(ids found, matrix)``."""
-    segment = store.vector_index()
+    from Chroma (its unsaved batch, an index that lacks some, or chromadb 1.x, whose index Python cannot read):
+    ``(ids found, matrix)``."""
+    segment = store.vector_index() if store.index_reachable else None
     labels = getattr(segment, '_id_to_label', None)
     index = getattr(segment, '_index', None)
     batch = getattr(segment, '_curr_batch', None)
