@@ -63,6 +63,34 @@ class BAFHost(Host):
         from baf.exceptions.exceptions import PlatformMismatchError
         return PlatformMismatchError(platform, session)
 
+    def telegram_platform_class(self) -> Any:
+        return loaded_class('baf.platforms.telegram.telegram_platform', 'TelegramPlatform')
+
+    def websocket_platform_class(self) -> type:
+        from baf.platforms.websocket.websocket_platform import WebSocketPlatform
+        return WebSocketPlatform
+
+    def websocket_properties(self) -> Any:
+        from baf.platforms import websocket
+        return websocket
+
+    def dispatching_user_input(self, session: Any) -> bool:
+        """BAF queues a user's message or file as an event in ``session.events`` until a transition takes it."""
+        return any(getattr(event, 'human', False) for event in list(getattr(session, 'events', None) or ()))
+
+    def add_condition_transition(self, state: Any, condition: Any, dest: Any) -> Any:
+        """BAF's condition transition (``state.when_condition(...).go_to(dest)``), checked after the body and then
+        every few seconds; ``condition`` is called as ``condition(session, {})``."""
+        def check(session: Any) -> bool:
+            return condition(session, {})
+        check.__name__ = getattr(condition, '__name__', 'rag_condition')  # BAF logs the condition by its name
+        state.when_condition(check).go_to(dest)
+        return state.transitions[-1]
+
+    def waits_for_user(self, transition: Any) -> bool:
+        """An event transition (a message, a file...) waits; a condition transition is checked after the body."""
+        return transition.is_event()
+
 
 BAF = BAFHost()
 """BAFHost: the one instance."""

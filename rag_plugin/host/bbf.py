@@ -2,6 +2,7 @@
 properties, ``bot_reply_rag`` payloads and a monitoring DB keyed by ``bot_name``. BBF is imported on first use."""
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import shutil
@@ -91,6 +92,32 @@ class BBFHost(Host):
     def platform_mismatch(self, platform: Any, session: Any) -> Exception:
         from besser.bot.exceptions.exceptions import PlatformMismatchError
         return PlatformMismatchError(platform, session)
+
+    def telegram_platform_class(self) -> Any:
+        return loaded_class('besser.bot.platforms.telegram.telegram_platform', 'TelegramPlatform')
+
+    def websocket_platform_class(self) -> type:
+        from besser.bot.platforms.websocket.websocket_platform import WebSocketPlatform
+        return WebSocketPlatform
+
+    def websocket_properties(self) -> Any:
+        from besser.bot.platforms import websocket
+        return websocket
+
+    def add_condition_transition(self, state: Any, condition: Any, dest: Any) -> Any:
+        """BBF's event transition: ``condition`` has BBF's event signature ``(session, event_params)``."""
+        state.when_event_go_to(condition, dest, {})
+        return state.transitions[-1]
+
+    def event_signature(self) -> Any:
+        """BBF's event template's signature once BBF is loaded (BBF compares annotations too), else None."""
+        template = loaded_class('besser.bot.library.event.event_template', 'event_template')
+        return inspect.signature(template) if template is not None else None
+
+    def waits_for_user(self, transition: Any) -> bool:
+        """BBF checks a body's event transitions until the first intent transition."""
+        from besser.bot.library.event.event_library import intent_matched
+        return transition.event is intent_matched
 
 
 BBF = BBFHost()
