@@ -4,11 +4,14 @@ TelegramPlatform and the fake Bot API (tests/fake_telegram_server.py), and the o
 tests/test_events.py. Runs in the BAF venv only (``make test-baf``)."""
 import contextlib
 import re
+import socket
 import threading
+import time
+import urllib.request
 from typing import Callable, Iterator
 
 import pytest
-from conftest import BotClient
+from conftest import BotClient, free_port
 from fake_telegram_server import FakeTelegramServer
 from test_baf_host import running_agent
 from test_events import APOLOGY, HANDOFF, FailingChatModel
@@ -225,3 +228,98 @@ def test_on_rag_outcomes_adds_baf_conditions_before_the_event_transitions():
     assert [str(t.condition) for t in added] == ['rag_degraded', 'rag_abstained', 'rag_low_confidence']
     assert [t.dest for t in added] == [apology, handoff, low]
     assert rag_state.transitions[3].dest is rag_state and rag_state.transitions[3].is_event()
+
+
+# ---- the web chat ----------------------------------------------------------------------------------------------------
+HANDBOOK = 'Team handbook.\n\nThe office plants are watered every Tuesday by the facilities team.\n'
+
+
+def webchat_agent_states(agent, platform, rag) -> None:
+    """bots/rag_agent.py's states: greet, answer with streaming, add uploaded files."""
+    from baf.core.session import Session
+
+    from rag_plugin.channels.webchat import describe_ingestion
+    from rag_plugin.channels.websocket import reply_rag_streaming
+    initial, answer, upload = (agent.new_state(name, initial=name == 'initial') for name in ('initial', 'answer',
+                                                                                             'upload'))
+
+    def initial_body(session: Session) -> None:
+        session.reply('Hi! Ask me about the Nimbus Notes guides.')
+
+    def answer_body(session: Session) -> None:
+        reply_rag_streaming(platform, session, rag)
+
+    def upload_body(session: Session) -> None:
+        session.reply(describe_ingestion(rag.add_file(session.event.file, session=session)))
+
+    for state, body in ((initial, initial_body), (answer, answer_body), (upload, upload_body)):
+        state.set_body(body)
+        state.when_no_intent_matched().go_to(answer)
+        state.when_file_received().go_to(upload)
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, 'timed out'
+        time.sleep(0.1)
+
+
+def test_the_web_chat_runs_on_a_baf_agent_streams_answers_and_takes_uploads(corpus_store, tmp_path):
+    """A BAF agent with use_rag_webchat: this plugin's Streamlit UI starts on BAF's properties (its health check
+    answers) and the UI's own client (webchat_ui.client) gets streamed answers with sources and adds a file."""
+    from baf.core.agent import Agent
+    from baf.platforms import websocket
+    from baf.platforms.websocket.websocket_platform import WebSocketPlatform
+    from helpers import build_rag
+
+    from rag_plugin.channels.webchat import use_rag_webchat
+    from rag_plugin.channels.webchat_ui.client import ChatConnection
+    agent = Agent('nimbus_notes_help')
+    ws_port, ui_port = free_port(), free_port()
+    for prop, value in ((websocket.WEBSOCKET_HOST, '127.0.0.1'), (websocket.WEBSOCKET_PORT, ws_port),
+                        (websocket.STREAMLIT_HOST, '127.0.0.1'), (websocket.STREAMLIT_PORT, ui_port)):
+        agent.set_property(prop, value)
+    log_file = tmp_path / 'ui.log'
+    platform = use_rag_webchat(agent, headless=True, ui_log=str(log_file))
+    assert isinstance(platform, WebSocketPlatform) and platform in agent._platforms and platform._use_ui is False
+    assert platform.ui_url == f'http://127.0.0.1:{ui_port}' and platform.title == 'Nimbus notes help'
+    webchat_agent_states(agent, platform, build_rag(corpus_store, bot=agent))
+    agent.run(sleep=False)
+    connection = None
+    try:
+        deadline = time.monotonic() + 90
+        while True:  # the websocket server, then Streamlit's health check
+            with contextlib.suppress(OSError), socket.create_connection(('127.0.0.1', ws_port), timeout=1), \
+                    urllib.request.urlopen(f'{platform.ui_url}/_stcore/health', timeout=2) as response:
+                if response.status == 200:
+                    break
+            process = platform.ui_process
+            if (process is not None and process.poll() is not None) or time.monotonic() > deadline:
+                raise RuntimeError(f'the web chat did not start:\n{log_file.read_text(errors="replace")[-3000:]}')
+            time.sleep(0.2)
+        connection = ChatConnection(f'ws://127.0.0.1:{ws_port}').start()
+        wait_until(lambda: len(connection.snapshot().messages) == 1)
+        assert connection.snapshot().messages[0].content.startswith('Hi!')  # agent_reply_str read as bot_reply_str
+        assert connection.send_text(QUESTION)
+        wait_until(lambda: connection.snapshot().messages[-1].kind == 'rag')
+        answer = connection.snapshot().messages[-1].content
+        assert '30 days' in answer['answer'] and answer['sources'][0]['source'] == 'getting_started.pdf'
+        assert connection.snapshot().partial is None  # the final answer ended the streamed one
+        assert connection.send_file('team_handbook.md', 'text/markdown', HANDBOOK.encode())
+        last = connection.snapshot().messages[-1]
+        assert (last.role, last.kind) == ('user', 'upload')
+        wait_until(lambda: connection.snapshot().messages[-1].role == 'assistant')
+        assert connection.snapshot().messages[-1].content.startswith('Added team_handbook.md')
+        assert connection.send_text('When are the office plants watered?')
+        wait_until(lambda: connection.snapshot().messages[-1].kind == 'rag'
+                   and 'Tuesday' in connection.snapshot().messages[-1].content['answer'])
+    finally:
+        if connection is not None:
+            connection.close()
+        process = platform.ui_process
+        stopper = threading.Thread(target=agent.stop, daemon=True)
+        stopper.start()
+        stopper.join(20)
+        platform.stop_ui()
+        assert process is None or process.poll() is not None, 'the Streamlit UI is still running'

@@ -27,6 +27,10 @@ class BAFHost(Host):
     def owner_of(self, session: Any) -> Any:
         return session._agent
 
+    def session_message(self, session: Any) -> Any:
+        """BAF keeps no ``session.message``: the message of the last event, when it carried one."""
+        return getattr(getattr(session, 'event', None), 'message', None)
+
     def uploaded_file(self, session: Any) -> Any:
         """BAF keeps no ``session.file``: the file of the last event, when it was a file event."""
         return getattr(getattr(session, 'event', None), 'file', None)

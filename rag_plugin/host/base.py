@@ -107,6 +107,10 @@ class Host:
         """The owner's open sessions."""
         return list((getattr(owner, '_sessions', None) or {}).values())
 
+    def session_message(self, session: Any) -> Any:
+        """The session's last user message (the question a RAG run answers when given none)."""
+        return getattr(session, 'message', None)
+
     def uploaded_file(self, session: Any) -> Any:
         """The file the session's user uploaded last, or None."""
         return getattr(session, 'file', None)
