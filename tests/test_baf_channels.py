@@ -323,3 +323,61 @@ def test_the_web_chat_runs_on_a_baf_agent_streams_answers_and_takes_uploads(corp
         stopper.join(20)
         platform.stop_ui()
         assert process is None or process.poll() is not None, 'the Streamlit UI is still running'
+
+
+# ---- bots/rag_agent.py -----------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def demo_agent_client(corpus_store_dir, tmp_path, monkeypatch) -> Iterator[tuple[BotClient, object]]:
+    """Run bots/rag_agent.py as shipped (without a UI) on a copy of the corpus store; yield a client it greeted, and
+    the agent."""
+    import runpy
+    import shutil
+
+    from baf.platforms import websocket
+    from conftest import ROOT
+    store = tmp_path / 'store'
+    shutil.copytree(corpus_store_dir, store)
+    monkeypatch.setenv('RAG_AGENT_UI', '0')
+    monkeypatch.setenv('RAG_PLUGIN_STORE', str(store))
+    namespace = runpy.run_path(str(ROOT / 'bots' / 'rag_agent.py'), run_name='rag_agent')
+    assert namespace['report'].chunks_added == 0  # the copied store already holds data/pdfs
+    agent, port = namespace['agent'], free_port()
+    assert agent.get_property(websocket.STREAMLIT_PORT) == 5000  # read from bots/config.yaml
+    agent.set_property(websocket.WEBSOCKET_HOST, '127.0.0.1')
+    agent.set_property(websocket.WEBSOCKET_PORT, port)
+    agent.run(sleep=False)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(('127.0.0.1', port), timeout=1):
+                break
+            assert time.monotonic() < deadline, 'the demo agent did not start listening'
+            time.sleep(0.1)
+        client = BotClient(port)
+        try:
+            client.wait_for('agent_reply_str', timeout=30)  # the greeting
+            yield client, agent
+        finally:
+            client.close()
+    finally:
+        stopper = threading.Thread(target=agent.stop, daemon=True)
+        stopper.start()
+        stopper.join(10)
+
+
+def test_demo_agent_answers_with_citations_and_asks_to_clarify_once(corpus_store_dir, tmp_path, monkeypatch):
+    """bots/rag_agent.py, as shipped (without the UI): a cited answer with its sources, then an out-of-scope question
+    gets ONE reply, which asks to clarify, and the agent waits in its clarify state."""
+    with demo_agent_client(corpus_store_dir, tmp_path, monkeypatch) as (client, agent):
+        mark, payload = ask(client, QUESTION)
+        message = payload['message']
+        assert '30 days' in message['answer'] and re.search(r'\[\d\]', message['answer'])
+        assert message['abstained'] is False and message['cited']
+        assert message['sources'][0]['source'] == 'getting_started.pdf'
+        assert_no_reply_str(client, mark)
+
+        mark, payload = ask(client, 'What is the boiling point of mercury in the kitchen?')
+        assert payload['message']['abstained'] is True and 'Could you name the feature' in payload['message']['answer']
+        assert_no_reply_str(client, mark)  # one message per abstention
+        session = next(iter(agent._sessions.values()))
+        wait_until(lambda: session.current_state.name == 'clarify_state', timeout=10)

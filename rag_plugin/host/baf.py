@@ -35,6 +35,10 @@ class BAFHost(Host):
         """BAF keeps no ``session.file``: the file of the last event, when it was a file event."""
         return getattr(getattr(session, 'event', None), 'file', None)
 
+    def openai_api_key(self, owner: Any) -> Any:
+        from baf import nlp
+        return owner.get_property(nlp.OPENAI_API_KEY)
+
     def message(self, kind: str, content: Any, is_user: bool, timestamp: datetime) -> Any:
         from baf.core.message import Message, MessageType
         return Message(MessageType[kind], content, is_user, timestamp)

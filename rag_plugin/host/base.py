@@ -128,6 +128,10 @@ class Host:
             return True, config[name]
         return False, None
 
+    def openai_api_key(self, owner: Any) -> Any:
+        """The owner's ``nlp.openai.api_key`` property (None outside a framework)."""
+        return None
+
     # ---- history ------------------------------------------------------------------------------------------------
     def message(self, kind: str, content: Any, is_user: bool, timestamp: datetime) -> Any:
         """A chat message of the framework's type (``kind``: ``STR`` or ``RAG_ANSWER``)."""

@@ -61,6 +61,10 @@ class BBFHost(Host):
         """BBF's own UI is started as the command ``streamlit``: make it findable (:func:`ensure_streamlit_on_path`)."""
         ensure_streamlit_on_path(owner)
 
+    def openai_api_key(self, owner: Any) -> Any:
+        from besser.bot import nlp
+        return owner.get_property(nlp.OPENAI_API_KEY)
+
     def message(self, kind: str, content: Any, is_user: bool, timestamp: datetime) -> Any:
         from besser.bot.core.message import Message, MessageType
         return Message(MessageType[kind], content, is_user, timestamp)
