@@ -31,6 +31,12 @@ class BAFHost(Host):
         """BAF keeps no ``session.message``: the message of the last event, when it carried one."""
         return getattr(getattr(session, 'event', None), 'message', None)
 
+    def prepare(self, owner: Any) -> None:
+        """BAF starts its own UI as the command ``streamlit`` too: make it findable (see
+        :func:`~rag_plugin.host.bbf.ensure_streamlit_on_path`)."""
+        from rag_plugin.host.bbf import ensure_streamlit_on_path
+        ensure_streamlit_on_path(owner)
+
     def uploaded_file(self, session: Any) -> Any:
         """BAF keeps no ``session.file``: the file of the last event, when it was a file event."""
         return getattr(getattr(session, 'event', None), 'file', None)

@@ -16,12 +16,12 @@ logger = logging.getLogger(__name__)
 
 
 def uses_bbf_ui(bot: Any) -> bool:
-    """Whether a BBF bot has a websocket platform that will start BBF's Streamlit UI."""
+    """Whether a BBF bot (or BAF agent) has a websocket platform that will start the framework's Streamlit UI."""
     return any(getattr(platform, '_use_ui', False) for platform in getattr(bot, '_platforms', None) or [])
 
 
 def ensure_streamlit_on_path(bot: Any) -> bool:
-    """Make BBF's UI command findable for a bot that uses it: when ``streamlit`` is not on ``PATH`` but is installed
+    """Make BBF's (or BAF's) UI command findable for a bot (agent) that uses it: when ``streamlit`` is not on ``PATH`` but is installed
     beside the running interpreter, that folder is put first on ``PATH`` (the UI then runs in the same environment).
 
     Args:
@@ -36,7 +36,7 @@ def ensure_streamlit_on_path(bot: Any) -> bool:
     if not shutil.which('streamlit', path=folder):
         return False
     os.environ['PATH'] = folder + os.pathsep + os.environ.get('PATH', '')
-    logger.info("[RAG] BBF's UI: 'streamlit' found in %s (put on PATH)", folder)
+    logger.info("[RAG] the framework's UI: 'streamlit' found in %s (put on PATH)", folder)
     return True
 
 
