@@ -381,3 +381,17 @@ def test_demo_agent_answers_with_citations_and_asks_to_clarify_once(corpus_store
         assert_no_reply_str(client, mark)  # one message per abstention
         session = next(iter(agent._sessions.values()))
         wait_until(lambda: session.current_state.name == 'clarify_state', timeout=10)
+
+
+def test_an_event_is_a_baf_condition_by_itself():
+    """Without on_rag_outcomes: BAF's when_condition(event, {}) calls the event with its dict as ``params``."""
+    from baf.core.agent import Agent
+
+    from rag_plugin.channels.events import rag_abstained
+    from test_events import FakeSession, rag_message
+    agent = Agent('condition_agent')
+    rag_state, handoff = agent.new_state('rag'), agent.new_state('handoff')
+    rag_state.when_condition(rag_abstained, {}).go_to(handoff)
+    [transition] = rag_state.transitions
+    assert transition.is_condition_true(FakeSession(rag_message(abstained=True, docs=[])))
+    assert not transition.is_condition_true(FakeSession(rag_message()))

@@ -66,6 +66,7 @@ class RAGEvent:
 
     BBF refuses an event whose signature differs from its template's, annotations included (its own ``Session``
     class), so the signature an event shows is BBF's template once BBF is loaded; the events import no framework.
+    On BAF an event is also a condition: ``state.when_condition(rag_abstained, {}).go_to(handoff)``.
 
     Args:
         function (Callable[[Session, dict], bool]): the event's check
@@ -82,8 +83,9 @@ class RAGEvent:
         from rag_plugin.host import BBF
         return BBF.event_signature() or inspect.signature(self._function)
 
-    def __call__(self, session: Session, event_params: dict) -> bool:
-        return self._function(session, event_params)
+    def __call__(self, session: Session, event_params: Optional[dict] = None, **kwargs: Any) -> bool:
+        """Check the session's last answer (BAF's ``when_condition(event, {})`` passes its dict as ``params``)."""
+        return self._function(session, event_params if event_params is not None else kwargs.get('params', {}))
 
     def __repr__(self) -> str:
         return f'<RAG event {self.__name__}>'
