@@ -21,8 +21,9 @@ def uses_bbf_ui(bot: Any) -> bool:
 
 
 def ensure_streamlit_on_path(bot: Any) -> bool:
-    """Make BBF's (or BAF's) UI command findable for a bot (agent) that uses it: when ``streamlit`` is not on ``PATH`` but is installed
-    beside the running interpreter, that folder is put first on ``PATH`` (the UI then runs in the same environment).
+    """Make BBF's (or BAF's) UI command findable for a bot (agent) that uses it: when ``streamlit`` is not on
+    ``PATH`` but is installed beside the running interpreter, that folder is put first on ``PATH`` (the UI then runs
+    in the same environment).
 
     Args:
         bot (Bot): the bot
