@@ -25,6 +25,7 @@ from rag_plugin.generate.refusal import is_refusal
 from rag_plugin.generate.resilient import Generation
 from rag_plugin.grounding import Grounding
 from rag_plugin.guard import GuardDecision
+from rag_plugin.host import host_of_session
 from rag_plugin._inputs import check_filter, check_question, cut_question
 from rag_plugin.message import ANSWER, NOT_FOUND, UNAVAILABLE, RAGMessage, abstention
 from rag_plugin._outcome import closest_reply
@@ -169,7 +170,7 @@ class AnswerPipeline:
         llm = parts.find_llm(llm_name)
         k = parts.k if k is None else k
         parts.check_k(k)
-        text = message or check_question(session.message)
+        text = message or check_question(host_of_session(session).session_message(session))
         if text is None:
             raise ValueError('RAG run: the session has no message to answer')
         text, note = cut_question(text, parts.max_question_chars)

@@ -1,4 +1,5 @@
-"""BBF events on the outcome of the last RAG run, to move the state machine when the RAG abstains, fails...
+"""Events on the outcome of the last RAG run, to move the state machine when the RAG abstains, fails... on a BBF bot
+or a BAF agent.
 
 Each event has BBF's event signature ``(session, event_params) -> bool`` and reads the last
 :class:`~rag_plugin.message.RAGMessage` that :meth:`rag_plugin.rag.RAG.run` stored in the session (under
@@ -7,9 +8,10 @@ Each event has BBF's event signature ``(session, event_params) -> bool`` and rea
     rag_state.when_event_go_to(rag_abstained, handoff_state, {})   # before the no-intent transition
     rag_state.when_no_intent_matched_go_to(rag_state)
 
-or let :func:`on_rag_outcomes` wire them in the right order. BBF checks a state's event transitions right after its
-body has run, in the order they were defined, until it meets an intent transition: event transitions defined after
-``when_no_intent_matched_go_to`` are never checked after the body.
+or let :func:`on_rag_outcomes` wire them in the right order (on BAF it is the only way: it adds BAF condition
+transitions, ``state.when_condition(...)``, that call the events). BBF checks a state's event transitions right after
+its body has run, in the order they were defined, until it meets an intent transition: event transitions defined
+after ``when_no_intent_matched_go_to`` are never checked after the body.
 
 The outcomes (one RAG answer has exactly one, checked in this order by :func:`on_rag_outcomes`):
 
@@ -22,18 +24,22 @@ The outcomes (one RAG answer has exactly one, checked in this order by :func:`on
 
 The events are only true right after a state body ran the RAG: they are false while BBF dispatches a new user
 message or file (the stored answer is then the previous turn's), and an answer triggers at most one event transition
-(so the state a transition leads to is not moved on by the same answer).
+(so the state a transition leads to is not moved on by the same answer). On BAF, "dispatching" is a user's message or
+file waiting in the session's event queue; BAF checks condition transitions after the body and then every few
+seconds, and an answer still fires at most one of them.
 """
+from __future__ import annotations
+
+import inspect
 import logging
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from besser.bot.core.session import Session
-from besser.bot.core.state import State
-from besser.bot.core.transition import Transition
-from besser.bot.library.event.event_library import intent_matched
-
-from rag_plugin.message import CLOSEST, NOT_FOUND, RAGMessage
 from rag_plugin._pipeline import LAST_RAG_MESSAGE_KEY
+from rag_plugin.host import host_of_session, host_of_state
+from rag_plugin.message import CLOSEST, NOT_FOUND, RAGMessage
+
+if TYPE_CHECKING:  # BBF's or BAF's Session, State and Transition
+    Session = State = Transition = Any
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +59,36 @@ ANSWERED = 'answered'
 """str: an answer from relevant fragments."""
 
 _HANDLED_KEY = 'rag_plugin.events.handled'
+
+
+class RAGEvent:
+    """An event on the last RAG answer, called as ``event(session, event_params) -> bool``.
+
+    BBF refuses an event whose signature differs from its template's, annotations included (its own ``Session``
+    class), so the signature an event shows is BBF's template once BBF is loaded; the events import no framework.
+    On BAF an event is also a condition: ``state.when_condition(rag_abstained, {}).go_to(handoff)``.
+
+    Args:
+        function (Callable[[Session, dict], bool]): the event's check
+    """
+
+    def __init__(self, function: Callable[[Any, dict], bool]):
+        self._function = function
+        self.__name__ = self.__qualname__ = function.__name__
+        self.__doc__ = function.__doc__
+        self.__module__ = function.__module__
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        from rag_plugin.host import BBF
+        return BBF.event_signature() or inspect.signature(self._function)
+
+    def __call__(self, session: Session, event_params: Optional[dict] = None, **kwargs: Any) -> bool:
+        """Check the session's last answer (BAF's ``when_condition(event, {})`` passes its dict as ``params``)."""
+        return self._function(session, event_params if event_params is not None else kwargs.get('params', {}))
+
+    def __repr__(self) -> str:
+        return f'<RAG event {self.__name__}>'
 
 
 def last_rag_message(session: Session) -> Optional[RAGMessage]:
@@ -84,9 +120,9 @@ def rag_outcome(rag_message: RAGMessage) -> str:
 
 
 def _dispatching_user_input(session: Session) -> bool:
-    """True while BBF looks for the transition of a new user message or file (no body has run the RAG yet)."""
-    flags = getattr(session, 'flags', None) or {}
-    return bool(flags.get('predicted_intent') or flags.get('file'))
+    """True while the framework looks for the transition of a new user message or file (no body has run the RAG
+    yet)."""
+    return host_of_session(session).dispatching_user_input(session)
 
 
 def _fresh_message(session: Session) -> Optional[RAGMessage]:
@@ -106,6 +142,7 @@ def _fire(session: Session, message: RAGMessage, condition: bool) -> bool:
     return condition
 
 
+@RAGEvent
 def rag_answered(session: Session, event_params: dict) -> bool:
     """Event: the RAG answered from the documents (it did not abstain), possibly with low confidence or degraded.
 
@@ -117,6 +154,7 @@ def rag_answered(session: Session, event_params: dict) -> bool:
     return message is not None and _fire(session, message, not message.abstained)
 
 
+@RAGEvent
 def rag_abstained(session: Session, event_params: dict) -> bool:
     """Event: the RAG found nothing relevant and said so (outcome ``not_found``; not when the vector store failed: see
     :func:`rag_degraded`, nor when it showed the closest passages: see :func:`rag_closest`).
@@ -129,6 +167,7 @@ def rag_abstained(session: Session, event_params: dict) -> bool:
     return message is not None and _fire(session, message, message.outcome == NOT_FOUND and not message.degraded)
 
 
+@RAGEvent
 def rag_closest(session: Session, event_params: dict) -> bool:
     """Event: the documents are on the subject but the RAG found no sure answer, and showed the closest passages
     (outcome ``closest``): a place to offer a human hand-off.
@@ -141,6 +180,7 @@ def rag_closest(session: Session, event_params: dict) -> bool:
     return message is not None and _fire(session, message, message.outcome == CLOSEST and not message.degraded)
 
 
+@RAGEvent
 def rag_low_confidence(session: Session, event_params: dict) -> bool:
     """Event: the RAG answered, but from fragments that are only weakly relevant (confidence ``low``).
 
@@ -153,6 +193,7 @@ def rag_low_confidence(session: Session, event_params: dict) -> bool:
                                          not message.abstained and message.confidence == 'low')
 
 
+@RAGEvent
 def rag_degraded(session: Session, event_params: dict) -> bool:
     """Event: the LLM failed and the extractive answerer answered instead, or the vector store failed.
 
@@ -165,9 +206,11 @@ def rag_degraded(session: Session, event_params: dict) -> bool:
 
 
 def _first_intent_transition(state: State) -> int:
-    """The index of the state's first intent transition (where BBF stops checking after the body), or the end."""
+    """The index of the state's first transition that waits for the user (BBF: an intent transition, where it stops
+    checking after the body; BAF: an event transition), or the end."""
+    host = host_of_state(state)
     for i, transition in enumerate(state.transitions):
-        if transition.event is intent_matched:
+        if host.waits_for_user(transition):
             return i
     return len(state.transitions)
 
@@ -181,7 +224,8 @@ def on_rag_outcomes(state: State, abstained: Optional[State] = None, low_confide
     ``answered``; the
     outcomes left out (None) keep the state waiting for the next user message, as usual.
 
-    Call it before ``state.when_no_intent_matched_go_to(...)``: BBF only checks the event transitions defined before
+    Call it before ``state.when_no_intent_matched_go_to(...)`` (BAF: ``state.when_no_intent_matched().go_to(...)``;
+    its transitions are then BAF condition transitions): BBF only checks the event transitions defined before
     the first intent transition after a body runs. (If it is called later anyway, its transitions are moved before
     the state's intent transitions.)
 
@@ -203,12 +247,13 @@ def on_rag_outcomes(state: State, abstained: Optional[State] = None, low_confide
     """
     wiring = [(rag_degraded, degraded), (rag_closest, closest), (rag_abstained, abstained),
               (rag_low_confidence, low_confidence), (rag_answered, answered)]
+    host = host_of_state(state)
     position = _first_intent_transition(state)
     added: list[Transition] = []
     for event, dest in wiring:
         if dest is None:
             continue
-        state.when_event_go_to(event, dest, {})
+        host.add_condition_transition(state, event, dest)
         transition = state.transitions.pop()
         state.transitions.insert(position + len(added), transition)
         added.append(transition)

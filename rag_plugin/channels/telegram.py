@@ -1,9 +1,9 @@
 """Telegram: RAG answers with numbered sources, escaped for the parse mode and split under Telegram's limit.
 
-BBF 1.5's ``TelegramPlatform`` has no ``reply_rag``: calling ``platform.reply_rag`` is forwarded to the Telegram
-bot object and fails, and ``platform.reply(session, rag_message.answer)`` loses the sources and is refused by
-Telegram when the answer is longer than 4096 characters. :func:`reply_rag` sends the answer as one or more
-messages, each valid on its own, with a footer such as::
+For BBF 1.5's and BAF 4.5's ``TelegramPlatform`` (the platform says which). Neither has a ``reply_rag``: calling
+``platform.reply_rag`` is forwarded to the Telegram bot object and fails, and ``platform.reply(session,
+rag_message.answer)`` loses the sources and is refused by Telegram when the answer is longer than 4096 characters.
+:func:`reply_rag` sends the answer as one or more messages, each valid on its own, with a footer such as::
 
     Sources:
     [1] getting_started.pdf, p. 4
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from besser.bot.core.session import Session
     from besser.bot.platforms.telegram.telegram_platform import TelegramPlatform
 
+    from rag_plugin.host import Host
     from rag_plugin.message import RAGMessage
 
 logger = logging.getLogger(__name__)
@@ -327,19 +328,23 @@ def format_rag_message(rag_message: Union['RAGMessage', Mapping], parse_mode: Op
     return parts + footer
 
 
-# ---- sending through BBF's TelegramPlatform --------------------------------------------------------------------------
-def _check_platform(platform: 'TelegramPlatform', session: 'Session') -> None:
-    from besser.bot.exceptions.exceptions import PlatformMismatchError
-    from besser.bot.platforms.telegram.telegram_platform import TelegramPlatform
-    if not isinstance(platform, TelegramPlatform):
-        raise TypeError(f'reply_rag needs BBF\'s TelegramPlatform (bot.use_telegram_platform()), got '
-                        f'{type(platform).__name__}; other platforms have their own reply_rag')
-    if session.platform is not platform:
-        raise PlatformMismatchError(platform, session)
+# ---- sending through BBF's or BAF's TelegramPlatform ----------------------------------------------------------------
+def _telegram_host(platform: 'TelegramPlatform', session: 'Session') -> 'Host':
+    """The host whose TelegramPlatform ``platform`` is (BBF's or BAF's), after checking the session is on it."""
+    from rag_plugin.host import BAF, BBF
+    for host in (BBF, BAF):
+        platform_class = host.telegram_platform_class()
+        if platform_class is not None and isinstance(platform, platform_class):
+            if session.platform is not platform:
+                raise host.platform_mismatch(platform, session)
+            return host
+    raise TypeError(f"reply_rag needs BBF's or BAF's TelegramPlatform (use_telegram_platform()), got "
+                    f'{type(platform).__name__}; other platforms have their own reply_rag')
 
 
 def _call_telegram(platform: 'TelegramPlatform', timeout: float, method: str, **kwargs: Any) -> Any:
-    """Call a method of the platform's Telegram bot on the platform's event loop, as BBF's ``reply`` does, and wait
+    """Call a method of the platform's Telegram bot on the platform's event loop, as the ``reply`` of BBF and BAF does,
+    and wait
     at most ``timeout`` seconds for the result."""
     app = platform.__dict__.get('_telegram_app')  # not getattr: TelegramPlatform forwards unknown names to PTB
     loop: Optional[asyncio.AbstractEventLoop] = platform.__dict__.get('_event_loop')
@@ -356,34 +361,35 @@ def _call_telegram(platform: 'TelegramPlatform', timeout: float, method: str, **
 def reply_rag(platform: 'TelegramPlatform', session: 'Session', rag_message: 'RAGMessage',
               parse_mode: Optional[str] = HTML, only_cited: bool = False,
               timeout: float = SEND_TIMEOUT) -> None:
-    """Send a RAG answer with its numbered sources to a Telegram user (BBF 1.5's TelegramPlatform has no reply_rag).
+    """Send a RAG answer with its numbered sources to a Telegram user (the TelegramPlatform of BBF 1.5 and BAF 4.5 has
+    no reply_rag).
 
-    Like BBF's other ``reply_rag`` methods, the answer is saved in the session's history as a ``RAG_ANSWER`` message
-    (``rag_message.to_dict()``) and passed through the bot's processors of bot messages; it is then sent as the
-    messages of :func:`format_rag_message`, through the platform's Telegram application and event loop, as BBF's
-    ``reply`` does. A message Telegram refuses is logged and the rest of the answer is not sent; this function does
-    not raise for it, so the state body goes on.
+    Like the frameworks' other ``reply_rag`` methods, the answer is saved in the session's history as a
+    ``RAG_ANSWER`` message (``rag_message.to_dict()``) and passed through the bot's (agent's) processors of bot
+    messages; it is then sent as the messages of :func:`format_rag_message`, through the platform's Telegram
+    application and event loop, as the platform's ``reply`` does. A message Telegram refuses is logged and the rest
+    of the answer is not sent; this function does not raise for it, so the state body goes on.
 
     Args:
-        platform (TelegramPlatform): the bot's Telegram platform (``bot.use_telegram_platform()``)
+        platform (TelegramPlatform): the bot's Telegram platform (``bot.use_telegram_platform()``; BAF:
+            ``agent.use_telegram_platform()``)
         session (Session): the user session (its id is the Telegram chat id)
-        rag_message (RAGMessage): the answer of ``session.run_rag()``
+        rag_message (RAGMessage): the answer of ``session.run_rag()`` (BAF: ``session.run_rag(message)``)
         parse_mode (str | None): ``'HTML'`` (default), ``'MarkdownV2'`` or None for plain text
         only_cited (bool): list only the sources the answer cites
         timeout (float): seconds to wait for Telegram to accept each message
 
     Raises:
         TypeError: when ``platform`` is not a TelegramPlatform
-        PlatformMismatchError: when the session belongs to another platform
+        PlatformMismatchError: when the session belongs to another platform (the framework's error)
         ValueError: for an unsupported parse mode
     """
-    from besser.bot.core.message import Message, MessageType
     from telegram.error import TelegramError
-    _check_platform(platform, session)
+    host = _telegram_host(platform, session)
     parse_mode = normalize_parse_mode(parse_mode)
     content = rag_message.to_dict()
-    session.save_message(Message(t=MessageType.RAG_ANSWER, content=content, is_user=False, timestamp=datetime.now()))
-    content = platform._bot.process(session=session, message=content, is_user_message=False)
+    session.save_message(host.message('RAG_ANSWER', content, False, datetime.now()))
+    content = host.platform_owner(platform).process(session=session, message=content, is_user_message=False)
     for number, text in enumerate(format_rag_message(content, parse_mode, only_cited=only_cited), start=1):
         try:
             _call_telegram(platform, timeout, 'send_message', chat_id=session.id, text=text, parse_mode=parse_mode)
@@ -405,7 +411,7 @@ def send_typing(platform: 'TelegramPlatform', session: 'Session', timeout: float
     """
     from telegram.constants import ChatAction
     from telegram.error import TelegramError
-    _check_platform(platform, session)
+    _telegram_host(platform, session)
     try:
         _call_telegram(platform, timeout, 'send_chat_action', chat_id=session.id, action=ChatAction.TYPING)
     except (TelegramError, TimeoutError, RuntimeError) as e:
@@ -416,16 +422,17 @@ def add_start_command(platform: 'TelegramPlatform') -> None:
     """Make ``/start`` greet the user: it starts the user's session (running the initial state's body), or
     restarts it when there is one.
 
-    BBF 1.5's TelegramPlatform ignores commands other than ``/reset``, so the ``/start`` Telegram sends when a user
-    opens the bot gets no answer and the greeting only comes with the user's first question. Call this before the
-    bot runs.
+    The TelegramPlatform of BBF 1.5 (and BAF 4.5) ignores commands other than ``/reset``, so the ``/start`` Telegram
+    sends when a user opens the bot gets no answer and the greeting only comes with the user's first question. Call
+    this before the bot runs.
 
     Args:
-        platform (TelegramPlatform): the bot's Telegram platform
+        platform (TelegramPlatform): the bot's (or agent's) Telegram platform
     """
     from telegram.ext import CommandHandler
 
-    bot = platform._bot
+    from rag_plugin.host import STANDALONE
+    bot = STANDALONE.platform_owner(platform)  # the bot or agent: same session methods in BBF and BAF
 
     async def start(update, context) -> None:  # noqa: ARG001 - PTB's handler signature
         session_id = str(update.effective_chat.id)

@@ -1,4 +1,4 @@
-"""The RAG web chat: BBF's websocket platform with this plugin's Streamlit UI instead of BBF's.
+"""The RAG web chat: BBF's (or BAF's) websocket platform with this plugin's Streamlit UI instead of the framework's.
 
 The UI (:mod:`rag_plugin.channels.webchat_ui`) shows answers with visible citation markers, every source with its
 file, page, score and a snippet, "not found in the documents" and fallback answers in their own styles, streamed
@@ -12,6 +12,7 @@ Usage::
 
     from rag_plugin.channels.webchat import use_rag_webchat
     websocket_platform = use_rag_webchat(bot)        # instead of bot.use_websocket_platform(use_ui=True)
+    websocket_platform = use_rag_webchat(agent)      # the same on a BAF agent (its websocket platform)
 
 The UI is started like BBF starts its own (``streamlit run <app> <bot name> <websocket host> <websocket port>``, on the
 bot's ``streamlit.host`` / ``streamlit.port`` properties) when the bot runs, and stopped with the bot: by
@@ -27,12 +28,10 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Optional, Sequence, Union
-
-from besser.bot.platforms import websocket
-from besser.bot.platforms.websocket.websocket_platform import WebSocketPlatform
+from typing import IO, TYPE_CHECKING, Any, Optional, Sequence, Union
 
 from rag_plugin._rag_documents import MAX_UPLOAD_MB
+from rag_plugin.host import Host, host_of
 
 if TYPE_CHECKING:
     from besser.bot.core.bot import Bot
@@ -99,11 +98,13 @@ def streamlit_command(bot_name: str, websocket_host: str, websocket_port: int, u
     ]
 
 
-class RAGWebChatPlatform(WebSocketPlatform):
-    """BBF's :class:`WebSocketPlatform` that runs this plugin's web chat (instead of BBF's UI) while the bot runs.
+class RAGWebChat:
+    """The web chat's part of :class:`RAGWebChatPlatform`: a websocket platform of BBF or BAF (the class after this
+    one in the platform's bases, see :func:`webchat_platform_class`) that runs this plugin's web chat (instead of the
+    framework's UI) while the bot runs.
 
     Args:
-        bot (Bot): the bot the platform belongs to
+        bot (Bot): the bot (or BAF agent) the platform belongs to
         headless (bool): do not open a browser when the UI starts
         ui_log (str | IO | None): where the UI's output goes (a file path or an open file); the terminal if None
         streamlit_args (Sequence[str]): more ``streamlit run`` options
@@ -116,7 +117,9 @@ class RAGWebChatPlatform(WebSocketPlatform):
 
     def __init__(self, bot: 'Bot', headless: bool = True, ui_log: Union[str, IO, None] = None,
                  streamlit_args: Sequence[str] = (), title: Optional[str] = None):
-        super().__init__(bot, use_ui=False)
+        super().__init__(bot, use_ui=False)  # the framework's WebSocketPlatform, without its own UI
+        self._owner: Any = bot
+        self._framework: Host = host_of(bot)
         self.title: str = title or default_title(bot.name)
         self.headless: bool = headless
         self.ui_log: Union[str, IO, None] = ui_log
@@ -124,11 +127,14 @@ class RAGWebChatPlatform(WebSocketPlatform):
         self.ui_process: Optional[subprocess.Popen] = None
         self._ui_log_file: Optional[IO] = None
 
+    def _property(self, name: str) -> Any:
+        """The bot's value of a websocket property of the framework (``WEBSOCKET_HOST``, ``STREAMLIT_PORT``...)."""
+        return self._owner.get_property(getattr(self._framework.websocket_properties(), name))
+
     @property
     def ui_url(self) -> str:
         """str: the address of the web chat."""
-        return (f'http://{self._bot.get_property(websocket.STREAMLIT_HOST)}:'
-                f'{self._bot.get_property(websocket.STREAMLIT_PORT)}')
+        return f"http://{self._property('STREAMLIT_HOST')}:{self._property('STREAMLIT_PORT')}"
 
     def start(self) -> None:
         self.start_ui()
@@ -144,9 +150,9 @@ class RAGWebChatPlatform(WebSocketPlatform):
             return self.ui_process
         command = streamlit_command(
             self.title,
-            self._bot.get_property(websocket.WEBSOCKET_HOST), self._bot.get_property(websocket.WEBSOCKET_PORT),
-            self._bot.get_property(websocket.STREAMLIT_HOST), self._bot.get_property(websocket.STREAMLIT_PORT),
-            self.headless, self.streamlit_args, upload_limit_mb(self._bot))
+            self._property('WEBSOCKET_HOST'), self._property('WEBSOCKET_PORT'),
+            self._property('STREAMLIT_HOST'), self._property('STREAMLIT_PORT'),
+            self.headless, self.streamlit_args, upload_limit_mb(self._owner))
         env = dict(os.environ)
         root = str(APP_PATH.parents[3])  # the folder holding rag_plugin, for a checkout that is not installed
         env['PYTHONPATH'] = os.pathsep.join(p for p in (root, env.get('PYTHONPATH')) if p)
@@ -158,7 +164,7 @@ class RAGWebChatPlatform(WebSocketPlatform):
                                            stderr=subprocess.STDOUT if output is not None else None,
                                            start_new_session=True)
         atexit.register(self.stop_ui)
-        logger.info("%s's web chat starting at %s", self._bot.name, self.ui_url)
+        logger.info("%s's web chat starting at %s", self._owner.name, self.ui_url)
         return self.ui_process
 
     def stop_ui(self, timeout: float = 10.0) -> None:
@@ -183,30 +189,56 @@ class RAGWebChatPlatform(WebSocketPlatform):
                 except subprocess.TimeoutExpired:
                     continue
         if process is not None:
-            logger.info("%s's web chat stopped", self._bot.name)
+            logger.info("%s's web chat stopped", self._owner.name)
         if self._ui_log_file is not None:
             self._ui_log_file.close()
             self._ui_log_file = None
 
 
+_PLATFORM_CLASSES: dict[str, type] = {}
+
+
+def webchat_platform_class(host: Host) -> type:
+    """The web chat's platform class on a host: :class:`RAGWebChat` on the host's ``WebSocketPlatform`` (made once).
+
+    Raises:
+        HostError: outside a framework
+    """
+    if host.name not in _PLATFORM_CLASSES:
+        base = host.websocket_platform_class()
+        _PLATFORM_CLASSES[host.name] = type('RAGWebChatPlatform', (RAGWebChat, base), {
+            '__module__': __name__,
+            '__doc__': f"{host.name.upper()}'s WebSocketPlatform running the RAG web chat (see RAGWebChat)."})
+    return _PLATFORM_CLASSES[host.name]
+
+
+def __getattr__(name: str) -> Any:
+    """``RAGWebChatPlatform``: the web chat's platform class on BBF (what this module exported before BAF)."""
+    if name == 'RAGWebChatPlatform':
+        from rag_plugin.host import BBF
+        return webchat_platform_class(BBF)
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
 def use_rag_webchat(bot: 'Bot', headless: bool = True, ui_log: Union[str, IO, None] = None,
-                    streamlit_args: Sequence[str] = (), title: Optional[str] = None) -> RAGWebChatPlatform:
-    """Use the websocket platform on this bot, with the RAG web chat as its UI.
+                    streamlit_args: Sequence[str] = (), title: Optional[str] = None) -> RAGWebChat:
+    """Use the websocket platform on this bot (or BAF agent), with the RAG web chat as its UI.
 
     Like ``bot.use_websocket_platform(use_ui=True)``, with this plugin's UI: it starts when the bot runs (on the
     bot's ``streamlit.host`` / ``streamlit.port``) and stops with the bot.
 
     Args:
-        bot (Bot): the bot
+        bot (Bot): the bot, or a BAF agent
         headless (bool): do not open a browser when the UI starts (the address is logged)
         ui_log (str | IO | None): where the UI's output goes; the terminal if None
         streamlit_args (Sequence[str]): more ``streamlit run`` options
         title (str): the page's title (default: the bot's name made readable)
 
     Returns:
-        RAGWebChatPlatform: the websocket platform (a BBF ``WebSocketPlatform``: ``reply``, ``reply_rag``...)
+        RAGWebChat: the websocket platform (the framework's ``WebSocketPlatform``: ``reply``, ``reply_rag``...)
     """
-    platform = RAGWebChatPlatform(bot, headless=headless, ui_log=ui_log, streamlit_args=streamlit_args, title=title)
+    platform_class = webchat_platform_class(host_of(bot))
+    platform = platform_class(bot, headless=headless, ui_log=ui_log, streamlit_args=streamlit_args, title=title)
     bot._platforms.append(platform)  # what bot.use_websocket_platform does
     return platform
 

@@ -10,12 +10,16 @@ if TYPE_CHECKING:
 
 
 def openai_configured(bot: Optional['Bot'] = None) -> bool:
-    """True when ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` is set, or the bot's ``nlp.openai.api_key`` property."""
+    """True when ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` is set, or the bot's (agent's) ``nlp.openai.api_key``
+    property."""
     if os.environ.get('OPENAI_API_KEY') or os.environ.get('OPENAI_BASE_URL'):
         return True
     if bot is not None and hasattr(bot, 'get_property') and not type(bot).__name__ == 'StandaloneBot':
-        from besser.bot import nlp
-        return bool(bot.get_property(nlp.OPENAI_API_KEY))
+        from rag_plugin.host import HostError, host_of
+        try:
+            return bool(host_of(bot).openai_api_key(bot))  # BBF's or BAF's property (same name)
+        except HostError:
+            return False
     return False
 
 

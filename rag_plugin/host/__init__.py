@@ -19,7 +19,7 @@ from rag_plugin.host.base import STANDALONE, Host, HostError, PlainMessage, Plai
 from rag_plugin.host.bbf import BBF
 
 __all__ = ['BAF', 'BBF', 'STANDALONE', 'Host', 'HostError', 'PlainMessage', 'PlainMessageType', 'config_value',
-           'host_of', 'host_of_session', 'loaded_class']
+           'host_of', 'host_of_platform', 'host_of_session', 'host_of_state', 'loaded_class']
 
 
 def _frameworks() -> list[Host]:
@@ -60,3 +60,21 @@ def config_value(owner: Any, section: str, name: str) -> tuple[bool, Any]:
     except HostError:
         host = STANDALONE
     return host.config_value(owner, section, name)
+
+
+def host_of_state(state: Any) -> Host:
+    """The host of a state (BBF's keeps its bot in ``_bot``, BAF's its agent in ``_agent``).
+
+    Raises:
+        HostError: for a state of neither framework
+    """
+    return host_of(getattr(state, '_bot', None) or getattr(state, '_agent', None))
+
+
+def host_of_platform(platform: Any) -> Host:
+    """The host of a platform: the host of the bot or agent it belongs to.
+
+    Raises:
+        HostError: for a platform of neither framework
+    """
+    return host_of(STANDALONE.platform_owner(platform))

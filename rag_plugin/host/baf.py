@@ -27,9 +27,23 @@ class BAFHost(Host):
     def owner_of(self, session: Any) -> Any:
         return session._agent
 
+    def session_message(self, session: Any) -> Any:
+        """BAF keeps no ``session.message``: the message of the last event, when it carried one."""
+        return getattr(getattr(session, 'event', None), 'message', None)
+
+    def prepare(self, owner: Any) -> None:
+        """BAF starts its own UI as the command ``streamlit`` too: make it findable (see
+        :func:`~rag_plugin.host.bbf.ensure_streamlit_on_path`)."""
+        from rag_plugin.host.bbf import ensure_streamlit_on_path
+        ensure_streamlit_on_path(owner)
+
     def uploaded_file(self, session: Any) -> Any:
         """BAF keeps no ``session.file``: the file of the last event, when it was a file event."""
         return getattr(getattr(session, 'event', None), 'file', None)
+
+    def openai_api_key(self, owner: Any) -> Any:
+        from baf import nlp
+        return owner.get_property(nlp.OPENAI_API_KEY)
 
     def message(self, kind: str, content: Any, is_user: bool, timestamp: datetime) -> Any:
         from baf.core.message import Message, MessageType
@@ -62,6 +76,34 @@ class BAFHost(Host):
     def platform_mismatch(self, platform: Any, session: Any) -> Exception:
         from baf.exceptions.exceptions import PlatformMismatchError
         return PlatformMismatchError(platform, session)
+
+    def telegram_platform_class(self) -> Any:
+        return loaded_class('baf.platforms.telegram.telegram_platform', 'TelegramPlatform')
+
+    def websocket_platform_class(self) -> type:
+        from baf.platforms.websocket.websocket_platform import WebSocketPlatform
+        return WebSocketPlatform
+
+    def websocket_properties(self) -> Any:
+        from baf.platforms import websocket
+        return websocket
+
+    def dispatching_user_input(self, session: Any) -> bool:
+        """BAF queues a user's message or file as an event in ``session.events`` until a transition takes it."""
+        return any(getattr(event, 'human', False) for event in list(getattr(session, 'events', None) or ()))
+
+    def add_condition_transition(self, state: Any, condition: Any, dest: Any) -> Any:
+        """BAF's condition transition (``state.when_condition(...).go_to(dest)``), checked after the body and then
+        every few seconds; ``condition`` is called as ``condition(session, {})``."""
+        def check(session: Any) -> bool:
+            return condition(session, {})
+        check.__name__ = getattr(condition, '__name__', 'rag_condition')  # BAF logs the condition by its name
+        state.when_condition(check).go_to(dest)
+        return state.transitions[-1]
+
+    def waits_for_user(self, transition: Any) -> bool:
+        """An event transition (a message, a file...) waits; a condition transition is checked after the body."""
+        return transition.is_event()
 
 
 BAF = BAFHost()

@@ -107,6 +107,10 @@ class Host:
         """The owner's open sessions."""
         return list((getattr(owner, '_sessions', None) or {}).values())
 
+    def session_message(self, session: Any) -> Any:
+        """The session's last user message (the question a RAG run answers when given none)."""
+        return getattr(session, 'message', None)
+
     def uploaded_file(self, session: Any) -> Any:
         """The file the session's user uploaded last, or None."""
         return getattr(session, 'file', None)
@@ -123,6 +127,10 @@ class Host:
         if isinstance(config, dict) and config.get(name) is not None:
             return True, config[name]
         return False, None
+
+    def openai_api_key(self, owner: Any) -> Any:
+        """The owner's ``nlp.openai.api_key`` property (None outside a framework)."""
+        return None
 
     # ---- history ------------------------------------------------------------------------------------------------
     def message(self, kind: str, content: Any, is_user: bool, timestamp: datetime) -> Any:
@@ -150,6 +158,53 @@ class Host:
     def platform_mismatch(self, platform: Any, session: Any) -> Exception:
         """The framework's error for a session answered on another platform."""
         return HostError(f'session {getattr(session, "id", session)} is not on platform {type(platform).__name__}')
+
+    def telegram_platform_class(self) -> Optional[type]:
+        """The framework's Telegram platform class once its module is loaded (None: nothing can be one)."""
+        return None
+
+    def websocket_platform_class(self) -> type:
+        """The framework's websocket platform class (imports the framework).
+
+        Raises:
+            HostError: outside a framework
+        """
+        raise HostError('the web chat needs a BBF bot or a BAF agent')
+
+    def websocket_properties(self) -> Any:
+        """The framework's websocket module, whose ``WEBSOCKET_HOST``... properties the web chat reads."""
+        raise HostError('the web chat needs a BBF bot or a BAF agent')
+
+    def platform_owner(self, platform: Any) -> Any:
+        """The bot or agent a platform belongs to, read from the instance (the frameworks' Telegram platforms
+        forward unknown attribute names to the Telegram bot, so ``getattr`` would never fail)."""
+        attributes = vars(platform)
+        return attributes.get('_bot') or attributes.get('_agent')
+
+    # ---- the state machine --------------------------------------------------------------------------------------
+    def dispatching_user_input(self, session: Any) -> bool:
+        """Whether the framework is dispatching a new user message or file to the session (no body ran yet): BBF's
+        ``predicted_intent`` / ``file`` flags (a test double may carry them too)."""
+        flags = getattr(session, 'flags', None) or {}
+        return bool(flags.get('predicted_intent') or flags.get('file'))
+
+    def add_condition_transition(self, state: Any, condition: Any, dest: Any) -> Any:
+        """Add a transition from ``state`` to ``dest`` taken when ``condition(session, params)`` is true after the
+        state's body ran; returns it (the last of ``state.transitions``).
+
+        Raises:
+            HostError: outside a framework
+        """
+        raise HostError('transitions need a BBF bot or a BAF agent')
+
+    def event_signature(self) -> Any:
+        """The signature the framework requires of an event function (``inspect.Signature``), or None."""
+        return None
+
+    def waits_for_user(self, transition: Any) -> bool:
+        """Whether a transition waits for the user's next message (the framework checks a body's condition
+        transitions before those)."""
+        return False
 
 
 STANDALONE = Host()

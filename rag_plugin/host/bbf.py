@@ -2,6 +2,7 @@
 properties, ``bot_reply_rag`` payloads and a monitoring DB keyed by ``bot_name``. BBF is imported on first use."""
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import shutil
@@ -15,13 +16,14 @@ logger = logging.getLogger(__name__)
 
 
 def uses_bbf_ui(bot: Any) -> bool:
-    """Whether a BBF bot has a websocket platform that will start BBF's Streamlit UI."""
+    """Whether a BBF bot (or BAF agent) has a websocket platform that will start the framework's Streamlit UI."""
     return any(getattr(platform, '_use_ui', False) for platform in getattr(bot, '_platforms', None) or [])
 
 
 def ensure_streamlit_on_path(bot: Any) -> bool:
-    """Make BBF's UI command findable for a bot that uses it: when ``streamlit`` is not on ``PATH`` but is installed
-    beside the running interpreter, that folder is put first on ``PATH`` (the UI then runs in the same environment).
+    """Make BBF's (or BAF's) UI command findable for a bot (agent) that uses it: when ``streamlit`` is not on
+    ``PATH`` but is installed beside the running interpreter, that folder is put first on ``PATH`` (the UI then runs
+    in the same environment).
 
     Args:
         bot (Bot): the bot
@@ -35,7 +37,7 @@ def ensure_streamlit_on_path(bot: Any) -> bool:
     if not shutil.which('streamlit', path=folder):
         return False
     os.environ['PATH'] = folder + os.pathsep + os.environ.get('PATH', '')
-    logger.info("[RAG] BBF's UI: 'streamlit' found in %s (put on PATH)", folder)
+    logger.info("[RAG] the framework's UI: 'streamlit' found in %s (put on PATH)", folder)
     return True
 
 
@@ -59,6 +61,10 @@ class BBFHost(Host):
     def prepare(self, owner: Any) -> None:
         """BBF's own UI is started as the command ``streamlit``: make it findable (:func:`ensure_streamlit_on_path`)."""
         ensure_streamlit_on_path(owner)
+
+    def openai_api_key(self, owner: Any) -> Any:
+        from besser.bot import nlp
+        return owner.get_property(nlp.OPENAI_API_KEY)
 
     def message(self, kind: str, content: Any, is_user: bool, timestamp: datetime) -> Any:
         from besser.bot.core.message import Message, MessageType
@@ -91,6 +97,32 @@ class BBFHost(Host):
     def platform_mismatch(self, platform: Any, session: Any) -> Exception:
         from besser.bot.exceptions.exceptions import PlatformMismatchError
         return PlatformMismatchError(platform, session)
+
+    def telegram_platform_class(self) -> Any:
+        return loaded_class('besser.bot.platforms.telegram.telegram_platform', 'TelegramPlatform')
+
+    def websocket_platform_class(self) -> type:
+        from besser.bot.platforms.websocket.websocket_platform import WebSocketPlatform
+        return WebSocketPlatform
+
+    def websocket_properties(self) -> Any:
+        from besser.bot.platforms import websocket
+        return websocket
+
+    def add_condition_transition(self, state: Any, condition: Any, dest: Any) -> Any:
+        """BBF's event transition: ``condition`` has BBF's event signature ``(session, event_params)``."""
+        state.when_event_go_to(condition, dest, {})
+        return state.transitions[-1]
+
+    def event_signature(self) -> Any:
+        """BBF's event template's signature once BBF is loaded (BBF compares annotations too), else None."""
+        template = loaded_class('besser.bot.library.event.event_template', 'event_template')
+        return inspect.signature(template) if template is not None else None
+
+    def waits_for_user(self, transition: Any) -> bool:
+        """BBF checks a body's event transitions until the first intent transition."""
+        from besser.bot.library.event.event_library import intent_matched
+        return transition.event is intent_matched
 
 
 BBF = BBFHost()

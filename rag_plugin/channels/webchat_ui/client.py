@@ -5,7 +5,7 @@ websocket thread updates the conversation under a lock; the page reads it betwee
 and :meth:`ChatConnection.end_render`. A change while the page is not being drawn calls ``on_change`` (which asks
 Streamlit to rerun the page); a change while it is being drawn makes ``end_render`` say so, and the page reruns once
 it is drawn. So a fast stream of partial answers never interrupts a run halfway (which would starve the page).
-No Streamlit and no BBF imports here.
+No Streamlit and no BBF or BAF imports here; BAF's ``agent_reply_*`` payloads read as BBF's ``bot_reply_*``.
 """
 from __future__ import annotations
 
@@ -22,6 +22,9 @@ PARTIAL_ACTION = 'bot_reply_rag_partial'
 """str: a partial answer (``{'answer': text so far}``); see :mod:`rag_plugin.channels.websocket`."""
 
 RAG_ACTION = 'bot_reply_rag'
+
+_BAF_PREFIX, _BBF_PREFIX = 'agent_reply_', 'bot_reply_'
+"""BAF names its replies ``agent_reply_*`` where BBF says ``bot_reply_*`` (same messages): the page reads both."""
 
 _BOT_TYPES = {
     'bot_reply_str': 'markdown',
@@ -142,6 +145,8 @@ class ChatConnection:
         if not isinstance(payload, dict):
             return
         action, message = payload.get('action'), payload.get('message')
+        if isinstance(action, str) and action.startswith(_BAF_PREFIX):
+            action = _BBF_PREFIX + action[len(_BAF_PREFIX):]
         with self._lock:
             state = self._state
             if action == PARTIAL_ACTION:
