@@ -32,8 +32,8 @@ SCREENSHOT_DIR = os.environ.get('RAG_PLUGIN_SCREENSHOTS')
 STREAMLIT_RED = 'rgb(255, 75, 75)'
 QUESTION = 'How long do deleted notes stay in the trash?'
 CLOSEST_QUESTION = 'Can I use kanban boards in Nimbus Notes?'  # on the subject, not answered: the closest passages
-STREAMED_ANSWER = ('Deleted notes stay in the trash for 30 days [1]. After that they are deleted permanently, '
-                   'so restore a note before then if you still need it [1].')
+STREAMED_ANSWER = ('Deleted notes stay in the trash for 30 days [1]. After that they are deleted permanently [1]. '
+                   'You can restore a note from the trash before then.')  # partials are whole checked sentences
 HANDBOOK = ('# Team handbook\n\n## Office plants\n\nThe office plants are watered every Tuesday morning by the '
             'facilities team. Plants on the third floor get fertiliser once a month.\n')
 TOO_LARGE = b'x' * (1024 * 1024 + 1024)  # over the 1 MB limit the tests give the bot's RAG
