@@ -4,28 +4,18 @@ properties by name, ``agent_reply_rag`` payloads and a monitoring DB keyed by ``
 imported on first use."""
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
-from rag_plugin.host.base import Host, loaded_class
+from rag_plugin.host.framework import FrameworkHost
 
 
-class BAFHost(Host):
+class BAFHost(FrameworkHost):
     """The plugin's operations on a BAF 4.5 agent (see :class:`~rag_plugin.host.Host`)."""
 
     name = 'baf'
     reply_rag_action = 'agent_reply_rag'
-
-    def owns(self, owner: Any) -> bool:
-        agent_class = loaded_class('baf.core.agent', 'Agent')
-        return agent_class is not None and isinstance(owner, agent_class)
-
-    def owns_session(self, session: Any) -> bool:
-        session_class = loaded_class('baf.core.session', 'Session')
-        return session_class is not None and isinstance(session, session_class)
-
-    def owner_of(self, session: Any) -> Any:
-        return session._agent
+    package, owner_module, owner_class, owner_attribute = 'baf', 'core.agent', 'Agent', '_agent'
+    reply_rag_member, owner_column = 'AGENT_REPLY_RAG', 'agent_name'
 
     def session_message(self, session: Any) -> Any:
         """BAF keeps no ``session.message``: the message of the last event, when it carried one."""
@@ -40,53 +30,6 @@ class BAFHost(Host):
     def uploaded_file(self, session: Any) -> Any:
         """BAF keeps no ``session.file``: the file of the last event, when it was a file event."""
         return getattr(getattr(session, 'event', None), 'file', None)
-
-    def openai_api_key(self, owner: Any) -> Any:
-        from baf import nlp
-        return owner.get_property(nlp.OPENAI_API_KEY)
-
-    def message(self, kind: str, content: Any, is_user: bool, timestamp: datetime) -> Any:
-        from baf.core.message import Message, MessageType
-        return Message(MessageType[kind], content, is_user, timestamp)
-
-    def message_from_row(self, type_value: str, content: Any, is_user: bool, timestamp: datetime) -> Any:
-        from baf.core.message import Message, get_message_type
-        return Message(get_message_type(type_value), content, is_user, timestamp)
-
-    def monitoring_db(self, session: Any) -> Any:
-        from baf.db import DB_MONITORING
-        agent = getattr(session, '_agent', None)
-        if agent is None or not hasattr(agent, 'get_property'):
-            return None
-        db = getattr(agent, '_monitoring_db', None)
-        if agent.get_property(DB_MONITORING) and db is not None and getattr(db, 'connected', False):
-            return db
-        return None
-
-    def chat_tables(self) -> tuple[str, str, str]:
-        from baf.db.monitoring_db import TABLE_CHAT, TABLE_SESSION
-        return TABLE_CHAT, TABLE_SESSION, 'agent_name'
-
-    def payload(self, action: str, message: Any) -> Any:
-        from baf.platforms.payload import Payload, PayloadAction
-        payload = Payload(action=PayloadAction.AGENT_REPLY_RAG, message=message)
-        payload.action = action
-        return payload
-
-    def platform_mismatch(self, platform: Any, session: Any) -> Exception:
-        from baf.exceptions.exceptions import PlatformMismatchError
-        return PlatformMismatchError(platform, session)
-
-    def telegram_platform_class(self) -> Any:
-        return loaded_class('baf.platforms.telegram.telegram_platform', 'TelegramPlatform')
-
-    def websocket_platform_class(self) -> type:
-        from baf.platforms.websocket.websocket_platform import WebSocketPlatform
-        return WebSocketPlatform
-
-    def websocket_properties(self) -> Any:
-        from baf.platforms import websocket
-        return websocket
 
     def dispatching_user_input(self, session: Any) -> bool:
         """BAF queues a user's message or file as an event in ``session.events`` until a transition takes it."""

@@ -1,15 +1,6 @@
-"""What the plugin needs of the framework a RAG plugs into (see :mod:`rag_plugin.host`): the BESSER Bot Framework 1.5 (``besser.bot``) or the BESSER Agentic Framework 4.5
-(``baf``), detected from the first argument of ``RAG(...)``, never configured.
-
-Everything the plugin does to its host goes through a :class:`Host`: registering the RAG with the NLP engine, the
-LLM registry, the sessions and their owner, chat-history messages and the monitoring DB, the websocket platform's
-payloads, and the host's properties. :class:`Host` itself is "no framework" (the command line's
-:class:`~rag_plugin.standalone.StandaloneBot`); :class:`~rag_plugin.host.bbf.BBFHost` and
-:class:`~rag_plugin.host.baf.BAFHost` import their framework lazily, so importing this package imports neither.
-
-A framework object is recognised by type, without importing the framework: an object can only be an instance of a
-framework's class once that class's module is loaded (:func:`loaded_class`).
-"""
+"""The host interface (:class:`Host`, which is also "no framework": the command line's
+:class:`~rag_plugin.standalone.StandaloneBot`), its error, and how a framework object is recognised without importing
+the framework (:func:`loaded_class`). :mod:`rag_plugin.host` says which hosts there are and how one is chosen."""
 from __future__ import annotations
 
 import sys
