@@ -18,6 +18,7 @@ Example::
 """
 from __future__ import annotations
 
+import contextlib
 import email.parser
 import email.policy
 import json
@@ -27,7 +28,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 from urllib.parse import parse_qsl, urlsplit
 
 _API_PATH = re.compile(r'^/bot(?P<token>[^/]+)/(?P<method>[A-Za-z]+)/?$')
@@ -328,3 +329,36 @@ def _parse_body(content_type: str, body: bytes) -> dict:
             params[name] = payload if part.get_filename() else payload.decode('utf-8')
         return params
     return dict(parse_qsl(body.decode('utf-8'), keep_blank_values=True))
+
+
+@contextlib.contextmanager
+def fake_bot_api(monkeypatch: Any, platform_module: Any) -> Iterator[FakeTelegramServer]:
+    """A fake Bot API server, and a framework's TelegramPlatform (``platform_module``: BBF's or BAF's
+    ``telegram_platform`` module) building its PTB Application against it (``monkeypatch``: pytest's)."""
+    from telegram.ext import ApplicationBuilder
+    monkeypatch.setenv('NO_PROXY', '127.0.0.1,localhost')
+    with FakeTelegramServer() as server:
+        monkeypatch.setattr(platform_module, 'ApplicationBuilder',
+                            lambda: ApplicationBuilder().base_url(server.base_url).base_file_url(server.base_file_url))
+        yield server
+
+
+@contextlib.contextmanager
+def telegram_owner_running(owner: Any, server: FakeTelegramServer, timeout: float = 30,
+                           check_threads: bool = True) -> Iterator[None]:
+    """Run a BBF bot or BAF agent until the block ends, then stop it; with ``check_threads``, its platform threads
+    must have ended (else they are only waited for)."""
+    owner.run(sleep=False)
+    threads = list(owner._platforms_threads)
+    try:
+        server.wait_for('getUpdates', timeout=timeout)  # PTB is polling
+        yield
+    finally:
+        stopper = threading.Thread(target=owner.stop, daemon=True)
+        stopper.start()
+        stopper.join(20)
+    assert not stopper.is_alive(), 'the bot or agent did not stop within 20 s'
+    for thread in threads:
+        thread.join(10 if not check_threads else 0)
+    if check_threads:
+        assert not any(thread.is_alive() for thread in threads), 'the Telegram platform thread is still running'

@@ -12,7 +12,7 @@ from typing import Callable, Iterator
 
 import pytest
 from conftest import BotClient, free_port
-from fake_telegram_server import FakeTelegramServer
+from fake_telegram_server import FakeTelegramServer, fake_bot_api, telegram_owner_running
 from test_baf_host import running_agent
 from test_events import APOLOGY, HANDOFF, FailingChatModel
 from test_telegram import CHAT_ID, FAKE_TOKEN, assert_valid_html, has_sources
@@ -27,29 +27,13 @@ QUESTION = 'How long do deleted notes stay in the trash?'
 def baf_telegram_server(monkeypatch) -> Iterator[FakeTelegramServer]:
     """A fake Bot API server, and BAF's TelegramPlatform building its PTB Application against it."""
     import baf.platforms.telegram.telegram_platform as telegram_platform
-    from telegram.ext import ApplicationBuilder
-    monkeypatch.setenv('NO_PROXY', '127.0.0.1,localhost')
-    with FakeTelegramServer() as server:
-        monkeypatch.setattr(telegram_platform, 'ApplicationBuilder',
-                            lambda: ApplicationBuilder().base_url(server.base_url).base_file_url(server.base_file_url))
+    with fake_bot_api(monkeypatch, telegram_platform) as server:
         yield server
 
 
-@contextlib.contextmanager
-def telegram_agent_running(agent, server: FakeTelegramServer, timeout: float = 30) -> Iterator[None]:
-    """Run a BAF agent until the block ends, then stop it."""
-    agent.run(sleep=False)
-    threads = list(agent._platforms_threads)
-    try:
-        server.wait_for('getUpdates', timeout=timeout)  # PTB is polling
-        yield
-    finally:
-        stopper = threading.Thread(target=agent.stop, daemon=True)
-        stopper.start()
-        stopper.join(20)
-    assert not stopper.is_alive(), 'the agent did not stop within 20 s'
-    for thread in threads:
-        thread.join(10)
+def telegram_agent_running(agent, server: FakeTelegramServer, timeout: float = 30):
+    """Run a BAF agent until the block ends, then stop it (its platform threads are waited for)."""
+    return telegram_owner_running(agent, server, timeout, check_threads=False)
 
 
 def new_telegram_agent(setup: Callable, name: str = 'telegram_test_agent'):

@@ -4,12 +4,10 @@ The bot tests run BBF's real TelegramPlatform and python-telegram-bot against a 
 127.0.0.1 (tests/fake_telegram_server.py): BBF builds its PTB Application with ``ApplicationBuilder()``, which the
 tests replace by one pointed at the fake server (``base_url``); nothing else of BBF or PTB is changed.
 """
-import contextlib
 import html
 import re
 import runpy
 import shutil
-import threading
 from typing import Callable, Iterator
 
 import pytest
@@ -17,7 +15,7 @@ from langchain_core.documents import Document
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
 from conftest import ROOT, simple_rag_states
-from fake_telegram_server import ApiCall, FakeTelegramServer
+from fake_telegram_server import ApiCall, FakeTelegramServer, fake_bot_api, telegram_owner_running
 
 FAKE_TOKEN = '123456:TEST-token_for-the-fake-server'
 CHAT_ID = 4242
@@ -30,28 +28,13 @@ SPECIAL_SOURCE = 'R&D <draft> *notes*_v2.txt'
 def telegram_server(monkeypatch) -> Iterator[FakeTelegramServer]:
     """A fake Bot API server, and BBF's TelegramPlatform building its PTB Application against it."""
     import besser.bot.platforms.telegram.telegram_platform as telegram_platform
-    from telegram.ext import ApplicationBuilder
-    monkeypatch.setenv('NO_PROXY', '127.0.0.1,localhost')
-    with FakeTelegramServer() as server:
-        monkeypatch.setattr(telegram_platform, 'ApplicationBuilder',
-                            lambda: ApplicationBuilder().base_url(server.base_url).base_file_url(server.base_file_url))
+    with fake_bot_api(monkeypatch, telegram_platform) as server:
         yield server
 
 
-@contextlib.contextmanager
-def telegram_bot_running(bot, server: FakeTelegramServer, timeout: float = 30) -> Iterator[None]:
+def telegram_bot_running(bot, server: FakeTelegramServer, timeout: float = 30):
     """Run a BBF bot until the block ends, then stop it and check its Telegram platform thread ended."""
-    bot.run(sleep=False)
-    threads = list(bot._platforms_threads)
-    try:
-        server.wait_for('getUpdates', timeout=timeout)  # PTB is polling
-        yield
-    finally:
-        stopper = threading.Thread(target=bot.stop, daemon=True)
-        stopper.start()
-        stopper.join(20)
-    assert not stopper.is_alive(), 'the bot did not stop within 20 s'
-    assert not any(thread.is_alive() for thread in threads), 'the Telegram platform thread is still running'
+    return telegram_owner_running(bot, server, timeout)
 
 
 def new_telegram_bot(setup: Callable, name: str = 'telegram_test_bot'):
