@@ -330,6 +330,7 @@ def normalized(text: str) -> str:
     return ' '.join(text.replace('\u258c', ' ').split())
 
 
+@pytest.mark.bbf  # a BBF bot in a browser (BAF's web chat: tests/test_baf_channels.py)
 def test_web_chat_answers_with_sources_not_found_upload_and_streaming(browser, corpus_store, tmp_path):
     from playwright.sync_api import expect
 
