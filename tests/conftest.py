@@ -140,6 +140,30 @@ class BotClient:
 
 
 @contextlib.contextmanager
+def greeted_client(owner: Any, port: int, greeting: str) -> Iterator['BotClient']:
+    """Run a BBF bot or BAF agent whose websocket listens on ``port``; yield a client it greeted (its ``greeting``
+    payload action), then stop it."""
+    owner.run(sleep=False)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(('127.0.0.1', port), timeout=1):
+                break
+            assert time.monotonic() < deadline, 'the bot did not start listening'
+            time.sleep(0.1)
+        client = BotClient(port)
+        try:
+            client.wait_for(greeting, timeout=30)
+            yield client
+        finally:
+            client.close()
+    finally:
+        stopper = threading.Thread(target=owner.stop, daemon=True)
+        stopper.start()
+        stopper.join(10)
+
+
+@contextlib.contextmanager
 def running_bot(setup: Callable[[Any], None], name: str = 'test_bot', properties: Optional[dict] = None
                 ) -> Iterator[tuple[Any, int]]:
     """Run a real BBF bot with the websocket platform (no UI) on a free 127.0.0.1 port.

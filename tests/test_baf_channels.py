@@ -11,7 +11,7 @@ import urllib.request
 from typing import Callable, Iterator
 
 import pytest
-from conftest import BotClient, free_port
+from conftest import BotClient, free_port, greeted_client
 from fake_telegram_server import FakeTelegramServer, fake_bot_api, telegram_owner_running
 from test_baf_host import running_agent
 from test_events import APOLOGY, HANDOFF, FailingChatModel
@@ -329,24 +329,8 @@ def demo_agent_client(corpus_store_dir, tmp_path, monkeypatch) -> Iterator[tuple
     assert agent.get_property(websocket.STREAMLIT_PORT) == 5000  # read from bots/config.yaml
     agent.set_property(websocket.WEBSOCKET_HOST, '127.0.0.1')
     agent.set_property(websocket.WEBSOCKET_PORT, port)
-    agent.run(sleep=False)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(('127.0.0.1', port), timeout=1):
-                break
-            assert time.monotonic() < deadline, 'the demo agent did not start listening'
-            time.sleep(0.1)
-        client = BotClient(port)
-        try:
-            client.wait_for('agent_reply_str', timeout=30)  # the greeting
-            yield client, agent
-        finally:
-            client.close()
-    finally:
-        stopper = threading.Thread(target=agent.stop, daemon=True)
-        stopper.start()
-        stopper.join(10)
+    with greeted_client(agent, port, 'agent_reply_str') as client:
+        yield client, agent
 
 
 def test_demo_agent_answers_with_citations_and_asks_to_clarify_once(corpus_store_dir, tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
-from conftest import ROOT, BotClient, free_port, repeated_sentences, running_bot
+from conftest import ROOT, BotClient, free_port, greeted_client, repeated_sentences, running_bot
 from fake_openai_server import FakeOpenAIServer
 from helpers import build_rag
 
@@ -532,24 +532,8 @@ def demo_bot_client(corpus_store_dir: Path, tmp_path: Path, monkeypatch) -> Iter
     bot, port = namespace['bot'], free_port()
     bot.set_property(websocket.WEBSOCKET_HOST, '127.0.0.1')
     bot.set_property(websocket.WEBSOCKET_PORT, port)
-    bot.run(sleep=False)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(('127.0.0.1', port), timeout=1):
-                break
-            assert time.monotonic() < deadline, 'the demo bot did not start listening'
-            time.sleep(0.1)
-        client = BotClient(port)
-        try:
-            client.wait_for('bot_reply_str', timeout=30)  # the greeting
-            yield client, bot
-        finally:
-            client.close()
-    finally:
-        stopper = threading.Thread(target=bot.stop, daemon=True)
-        stopper.start()
-        stopper.join(10)
+    with greeted_client(bot, port, 'bot_reply_str') as client:
+        yield client, bot
 
 
 @pytest.mark.bbf
