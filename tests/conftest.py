@@ -23,6 +23,7 @@ import pytest  # noqa: E402
 from langchain_core.language_models.fake_chat_models import FakeListChatModel  # noqa: E402
 from langchain_core.messages import BaseMessage  # noqa: E402
 
+import framework  # noqa: E402
 from helpers import ROOT, build_rag  # noqa: E402,F401
 
 PDFS = ROOT / 'data' / 'pdfs'
@@ -104,7 +105,7 @@ def make_rag(corpus_store):
 
 
 class BotClient:
-    """A websocket client of a running BBF bot that collects the payloads it receives."""
+    """A websocket client of a running bot (BBF) or agent (BAF) that collects the payloads it receives."""
 
     def __init__(self, port: int):
         from websockets.sync.client import connect
@@ -133,7 +134,7 @@ class BotClient:
         """Send a message and return the next RAG reply payload."""
         mark = len(self.received)
         self.send(text)
-        return self.wait_for('bot_reply_rag', timeout, after=mark)
+        return self.wait_for(framework.REPLY_RAG, timeout, after=mark)
 
     def close(self) -> None:
         self.ws.close()
@@ -166,13 +167,13 @@ def greeted_client(owner: Any, port: int, greeting: str) -> Iterator['BotClient'
 @contextlib.contextmanager
 def running_bot(setup: Callable[[Any], None], name: str = 'test_bot', properties: Optional[dict] = None
                 ) -> Iterator[tuple[Any, int]]:
-    """Run a real BBF bot with the websocket platform (no UI) on a free 127.0.0.1 port.
+    """Run a real bot of the installed framework (a BBF bot or a BAF agent) with the websocket platform (no UI) on a
+    free 127.0.0.1 port.
 
     ``setup(bot, platform)`` adds the RAG, states and bodies. Yields ``(bot, port)``.
     """
-    from besser.bot.core.bot import Bot
-    from besser.bot.platforms import websocket
-    bot = Bot(name)
+    websocket = framework.module('platforms.websocket')
+    bot = framework.new_owner(name)
     port = free_port()
     bot.set_property(websocket.WEBSOCKET_HOST, '127.0.0.1')
     bot.set_property(websocket.WEBSOCKET_PORT, port)
@@ -200,9 +201,9 @@ def simple_rag_states(bot, platform, rag_factory: Callable[[Any], Any],
                       reply: Optional[Callable[[Any, Any, Any], Any]] = None):
     """States of a minimal RAG bot: greet, then answer every message with the RAG.
 
-    ``reply(platform, session, rag)`` sends the answer (default: BBF's ``platform.reply_rag`` of ``session.run_rag()``).
+    ``reply(platform, session, rag)`` sends the answer (default: the platform's ``reply_rag`` of ``session.run_rag``).
     """
-    from besser.bot.core.session import Session
+    Session = framework.session_class()  # noqa: N806 (a body's annotation: BAF compares it with its own)
     rag = rag_factory(bot)
     initial = bot.new_state('initial', initial=True)
     answer = bot.new_state('answer')
@@ -210,15 +211,15 @@ def simple_rag_states(bot, platform, rag_factory: Callable[[Any], Any],
     def initial_body(session: Session) -> None:
         session.reply('Hi!')
     initial.set_body(initial_body)
-    initial.when_no_intent_matched_go_to(answer)
+    framework.on_no_intent(initial, answer)
 
     def answer_body(session: Session) -> None:
         if reply is None:
-            platform.reply_rag(session, session.run_rag())
+            platform.reply_rag(session, framework.run_rag(session))
         else:
             reply(platform, session, rag)
     answer.set_body(answer_body)
-    answer.when_no_intent_matched_go_to(answer)
+    framework.on_no_intent(answer, answer)
     return rag
 
 

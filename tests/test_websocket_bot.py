@@ -1,10 +1,10 @@
-"""A real BBF bot with the websocket platform answers from data/pdfs through rag_plugin."""
-import pytest
+"""A real bot of the installed framework (a BBF bot, a BAF agent) with the websocket platform answers from data/pdfs
+through rag_plugin."""
+import framework
 from conftest import BotClient, running_bot, simple_rag_states
 from helpers import build_rag
 
 
-@pytest.mark.bbf
 def test_websocket_bot_answers_with_fact_file_and_page(corpus_store):
     def rag_factory(bot):
         return build_rag(corpus_store, bot=bot)
@@ -12,7 +12,7 @@ def test_websocket_bot_answers_with_fact_file_and_page(corpus_store):
     with running_bot(lambda bot, platform: simple_rag_states(bot, platform, rag_factory)) as (bot, port):
         client = BotClient(port)
         try:
-            greeting = client.wait_for('bot_reply_str', timeout=30)
+            greeting = client.wait_for(framework.REPLY_STR, timeout=30)
             assert greeting['message'] == 'Hi!'
             payload = client.ask('How long do deleted notes stay in the trash?')
             message = payload['message']

@@ -1,0 +1,66 @@
+"""The framework the tests run on in this venv: BBF 1.5 (``besser.bot``) in ``.venv``, BAF 4.5 (``baf``) in
+``.venv-baf``. A channel test written once against these names runs on both hosts (``make test`` runs both venvs).
+
+Both frameworks keep the same module layout under their own package (``core.session``, ``platforms.websocket``,
+``db``, ...) and the same names inside; what differs is the owner class (``Bot`` / ``Agent``), the payload actions
+(``bot_reply_*`` / ``agent_reply_*``), how a state goes on when no intent matched, and where a body reads the user's
+text. Nothing here imports a framework until a name is used (the BAF host test asserts that ``besser`` stays out).
+"""
+import importlib
+import importlib.util
+from types import ModuleType
+from typing import Any
+
+NAME = 'bbf' if importlib.util.find_spec('besser') is not None else 'baf'
+"""str: ``bbf`` or ``baf``: the framework installed in this venv."""
+
+PACKAGE = 'besser.bot' if NAME == 'bbf' else 'baf'
+"""str: the framework's top-level package."""
+
+REPLY = 'bot_reply' if NAME == 'bbf' else 'agent_reply'
+"""str: the prefix of the payload actions the bot (agent) sends: ``REPLY + '_rag'``, ``REPLY + '_str'``..."""
+
+REPLY_RAG = REPLY + '_rag'
+REPLY_STR = REPLY + '_str'
+REPLY_MARKDOWN = REPLY + '_markdown'
+
+
+def module(name: str) -> ModuleType:
+    """The framework's module ``name`` relative to its package: ``module('platforms.websocket')``."""
+    return importlib.import_module(f'{PACKAGE}.{name}')
+
+
+def owner_class() -> type:
+    """BBF's ``Bot`` or BAF's ``Agent``."""
+    return module('core.bot').Bot if NAME == 'bbf' else module('core.agent').Agent
+
+
+def new_owner(name: str = 'test_bot') -> Any:
+    """A new bot (agent) of the installed framework."""
+    return owner_class()(name)
+
+
+def session_class() -> type:
+    """The framework's ``Session``: a state body must be annotated with it (BAF compares the body's signature)."""
+    return module('core.session').Session
+
+
+def on_no_intent(state: Any, target: Any) -> None:
+    """``state`` goes to ``target`` when no intent matched (BBF: ``when_no_intent_matched_go_to``; BAF 4.5: the
+    transition builder)."""
+    if NAME == 'bbf':
+        state.when_no_intent_matched_go_to(target)
+    else:
+        state.when_no_intent_matched().go_to(target)
+
+
+def user_text(session: Any) -> str:
+    """The text of the message the session is answering (BBF: ``session.message``; BAF: its event's message)."""
+    if NAME == 'bbf':
+        return session.message
+    return session.event.message
+
+
+def run_rag(session: Any, **kwargs: Any) -> Any:
+    """``session.run_rag`` on the user's message (BAF requires the message; BBF takes the last one by default)."""
+    return session.run_rag(user_text(session), **kwargs)
