@@ -5,6 +5,7 @@ on either framework (see :mod:`rag_plugin.host`): a façade over its parts, buil
 """
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Callable, Optional
 
 from langchain_core.documents import Document
@@ -34,6 +35,19 @@ if TYPE_CHECKING:
     from besser.bot.nlp.llm.llm import LLM
 
 __all__ = ['LAST_RAG_MESSAGE_KEY', 'MAX_UPLOAD_MB', 'RAG', 'SCOPE_KEY', 'STORE_UNAVAILABLE_ANSWER']
+
+
+def _owner_keyword(init: Callable) -> Callable:
+    """Let ``RAG(agent=agent, ...)``, BAF's name of the first argument (its own examples pass it so), mean ``bot=``;
+    the signature shown stays BBF's."""
+    @functools.wraps(init)
+    def wrapper(self, *args, **kwargs):
+        if 'agent' in kwargs:
+            if args or 'bot' in kwargs:
+                raise TypeError('RAG() got the bot (agent) twice: pass it once, first, as bot= or as agent=')
+            kwargs['bot'] = kwargs.pop('agent')
+        return init(self, *args, **kwargs)
+    return wrapper
 
 
 class RAG(DocumentsAPI, ContextAPI):
@@ -112,6 +126,7 @@ class RAG(DocumentsAPI, ContextAPI):
 
     DEFAULT_LLM_PROMPT = DEFAULT_LLM_PROMPT
 
+    @_owner_keyword
     def __init__(self, bot: 'Bot', vector_store: VectorStore, splitter: TextSplitter, llm_name: str,
                  llm_prompt: str = None, k: int = BBF_K, num_previous_messages: int = BBF_NUM_PREVIOUS_MESSAGES,
                  session_scoped: bool = False, *,

@@ -344,10 +344,8 @@ def fake_bot_api(monkeypatch: Any, platform_module: Any) -> Iterator[FakeTelegra
 
 
 @contextlib.contextmanager
-def telegram_owner_running(owner: Any, server: FakeTelegramServer, timeout: float = 30,
-                           check_threads: bool = True) -> Iterator[None]:
-    """Run a BBF bot or BAF agent until the block ends, then stop it; with ``check_threads``, its platform threads
-    must have ended (else they are only waited for)."""
+def telegram_owner_running(owner: Any, server: FakeTelegramServer, timeout: float = 30) -> Iterator[None]:
+    """Run a BBF bot or BAF agent until the block ends, then stop it; its platform threads must have ended."""
     owner.run(sleep=False)
     threads = list(owner._platforms_threads)
     try:
@@ -359,6 +357,5 @@ def telegram_owner_running(owner: Any, server: FakeTelegramServer, timeout: floa
         stopper.join(20)
     assert not stopper.is_alive(), 'the bot or agent did not stop within 20 s'
     for thread in threads:
-        thread.join(10 if not check_threads else 0)
-    if check_threads:
-        assert not any(thread.is_alive() for thread in threads), 'the Telegram platform thread is still running'
+        thread.join(5)
+    assert not any(thread.is_alive() for thread in threads), 'the Telegram platform thread is still running'

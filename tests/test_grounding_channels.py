@@ -9,6 +9,7 @@ the trash at once, fragment 3 (accounts_and_billing.pdf) neither.
 """
 import re
 
+import framework
 import pytest
 from conftest import BotClient, running_bot, simple_rag_states
 from fastapi.testclient import TestClient
@@ -93,9 +94,8 @@ def grounding_properties(mode: str) -> dict:
     return {} if mode == 'remove' else {RAG_GROUNDING: mode}  # remove: the default, nothing set
 
 
-# ---- the web chat: BBF's websocket platform, the demo bot's streaming reply, the web chat's client and rendering ----
+# ---- the web chat: the framework's websocket platform, the streaming reply, the web chat's client and rendering ----
 @pytest.mark.parametrize('mode', MODES)
-@pytest.mark.bbf
 def test_the_web_chat_shows_the_grounded_answer_and_the_sources_of_its_markers(make_rag, mode):
     from rag_plugin.channels.websocket import reply_rag_streaming
 
@@ -106,7 +106,7 @@ def test_the_web_chat_shows_the_grounded_answer_and_the_sources_of_its_markers(m
     with running_bot(setup, properties=grounding_properties(mode)) as (bot, port):
         client = BotClient(port)
         try:
-            client.wait_for('bot_reply_str', timeout=30)
+            client.wait_for(framework.REPLY_STR, timeout=30)
             client.ask(QUESTION, timeout=60)
         finally:
             client.close()
@@ -134,9 +134,8 @@ def test_the_web_chat_shows_the_grounded_answer_and_the_sources_of_its_markers(m
         assert f'rag-source-file">{metadata["source"]}<' in head and f'page {metadata["page"]}<' in head
 
 
-# ---- Telegram: BBF's TelegramPlatform and PTB against the fake Bot API ----------------------------------------------
+# ---- Telegram: the framework's TelegramPlatform and PTB against the fake Bot API ------------------------------------
 @pytest.mark.parametrize('mode', MODES)
-@pytest.mark.bbf
 def test_telegram_sends_the_grounded_answer_with_footnotes_of_its_markers(telegram_server, make_rag, mode):
     server = telegram_server
 
@@ -169,10 +168,8 @@ def test_telegram_sends_the_grounded_answer_with_footnotes_of_its_markers(telegr
 
 # ---- the HTTP API: POST /ask through create_app's application --------------------------------------------------------
 def api_client(make_rag, mode: str) -> TestClient:
-    from besser.bot.core.bot import Bot
-
     from rag_plugin.server import create_app
-    bot = Bot(f'api_{mode}')  # a BBF bot, for its [rag] properties
+    bot = framework.new_owner(f'api_{mode}')  # a bot (agent) of the installed framework, for its rag properties
     for prop, value in grounding_properties(mode).items():
         bot.set_property(prop, value)
     return TestClient(create_app(make_rag(fake_model(), bot=bot), api_key=KEY))
@@ -185,7 +182,6 @@ def ask(client: TestClient, question: str = QUESTION) -> dict:
 
 
 @pytest.mark.parametrize('mode', MODES)
-@pytest.mark.bbf
 def test_the_http_api_answers_grounded_with_the_sources_of_its_markers(make_rag, mode):
     reply = ask(api_client(make_rag, mode))
     assert reply['outcome'] == 'answer' and not reply['abstained']
@@ -199,7 +195,6 @@ def test_the_http_api_answers_grounded_with_the_sources_of_its_markers(make_rag,
 
 
 @pytest.mark.parametrize('mode', MODES)
-@pytest.mark.bbf
 def test_the_http_api_grounding_field_lists_what_was_done_to_each_sentence(make_rag, mode):
     grounding = ask(api_client(make_rag, mode))['grounding']
     invented = 'removed' if mode == 'remove' else 'flagged'
@@ -214,7 +209,6 @@ def test_the_http_api_grounding_field_lists_what_was_done_to_each_sentence(make_
     assert (grounding['removed'], grounding['flagged']) == ((1, 0) if mode == 'remove' else (0, 1))
 
 
-@pytest.mark.bbf
 def test_with_grounding_off_the_http_api_passes_the_reply_through_unchecked(make_rag):
     reply = ask(api_client(make_rag, 'off'))
     assert reply['answer'] == REPLY
@@ -222,7 +216,6 @@ def test_with_grounding_off_the_http_api_passes_the_reply_through_unchecked(make
     assert {s['action'] for s in reply['grounding']['sentences']} == {'unchecked'}
 
 
-@pytest.mark.bbf
 def test_the_http_api_answer_endpoint_is_grounded_too(make_rag):
     response = api_client(make_rag, 'remove').post('/answer', json={'question': QUESTION}, headers={'X-API-Key': KEY})
     assert response.status_code == 200, response.text

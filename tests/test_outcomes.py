@@ -70,27 +70,12 @@ def test_the_outcome_is_in_the_command_lines_json(corpus_store_dir):
 
 @pytest.mark.parametrize('outcome, fired', [('answer', 'rag_answered'), ('closest', 'rag_closest'),
                                             ('not_found', 'rag_abstained')])
-@pytest.mark.bbf
 def test_each_outcome_fires_its_event(outcome, fired):
+    """On a real session of the installed framework (a BBF bot's, a BAF agent's)."""
     from rag_plugin.channels import events
     from rag_plugin.message import RAGMessage
-    from rag_plugin.rag import LAST_RAG_MESSAGE_KEY
-
-    class Session:
-        flags: dict = {}
-
-        def __init__(self):
-            self.data = {}
-
-        def get(self, key):
-            return self.data.get(key)
-
-        def set(self, key, value):
-            self.data[key] = value
+    from test_events import session_with
 
     message = RAGMessage('x', 'q', 'a', [], abstained=outcome != 'answer', confidence='high', outcome=outcome)
-    checks = {name: getattr(events, name) for name in ('rag_answered', 'rag_closest', 'rag_abstained')}
-    for name, event in checks.items():
-        session = Session()
-        session.set(LAST_RAG_MESSAGE_KEY, message)
-        assert event(session, {}) == (name == fired), name
+    for name in ('rag_answered', 'rag_closest', 'rag_abstained'):
+        assert getattr(events, name)(session_with(message), {}) == (name == fired), name

@@ -1,33 +1,62 @@
-"""The drop-in API mirrors BBF 1.5's RAG, and run() works with a LangChain chat model as the bot's LLM."""
+"""The drop-in API mirrors the installed framework's own RAG (BBF 1.5's, BAF 4.5's), and run() works with a LangChain
+chat model as the bot's LLM."""
 import inspect
 
+import framework
 import pytest
 from conftest import PDFS, RecordingChatModel
 from helpers import build_rag
 
+ATTACHMENT_QUESTION = 'What is the maximum size of an attachment?'
 
-@pytest.mark.bbf
-def test_signatures_match_bbf():
-    from besser.bot.nlp.rag.rag import RAG as BBFRAG
-    from besser.bot.nlp.rag.rag import RAGMessage as BBFRAGMessage
+
+def params(fn, n=None) -> list[tuple]:
+    """``(name, default)`` of a function's first ``n`` parameters (all when None)."""
+    return [(p.name, p.default) for p in list(inspect.signature(fn).parameters.values())[:n]]
+
+
+def test_signatures_match_the_frameworks_rag():
+    """Every parameter of the framework's own RAG methods, by name, default and place, is ours too. Where the
+    frameworks differ we follow both: the owner is BBF's ``bot`` or BAF's ``agent`` (first; ``agent=`` is accepted too,
+    see test_the_rag_takes_the_owner_by_the_frameworks_keyword), and BAF's run() takes the message first (ours takes
+    BBF's session first and recognises BAF's order: test_session_run_rag_uses_the_plugin)."""
     from rag_plugin import RAG, RAGMessage
-
-    def params(fn, n=None):
-        ps = list(inspect.signature(fn).parameters.values())
-        return [(p.name, p.default) for p in ps[:n]]
-
-    bbf_init = params(BBFRAG.__init__)
-    assert params(RAG.__init__, len(bbf_init)) == bbf_init
-    for method in ('run', 'run_retrieval', 'load_pdfs', 'create_prompt'):
-        bbf = params(getattr(BBFRAG, method))
-        assert params(getattr(RAG, method), len(bbf)) == bbf, method
-    assert params(RAGMessage.__init__, 5) == params(BBFRAGMessage.__init__)
-    # BBF's attributes and to_dict() keys (all BBF's platforms use), without importing BBF outside a bot
+    theirs = framework.module('nlp.rag.rag')
+    their_init = params(theirs.RAG.__init__)
+    ours = params(RAG.__init__, len(their_init))
+    assert ours[0] == their_init[0] and ours[1] == ('bot', inspect.Parameter.empty)
+    assert their_init[1] == ('bot' if framework.NAME == 'bbf' else 'agent', inspect.Parameter.empty)
+    assert ours[2:] == their_init[2:]
+    run = params(theirs.RAG.run)
+    if framework.NAME == 'baf':  # (self, message, session, ...): ours has (self, session, message, ...)
+        assert [name for name, _ in run[:3]] == ['self', 'message', 'session']
+        run = [run[0], run[2], ('message', None)] + run[3:]  # BAF's message has no default; ours is optional
+    assert params(RAG.run, len(run)) == run
+    methods = ['run_retrieval', 'load_pdfs', 'create_prompt']
+    if framework.NAME == 'baf':  # BAF's own additions
+        methods += ['is_empty', 'clear', 'load_documents', 'add_file', 'add_text']
+    for method in methods:
+        expected = params(getattr(theirs.RAG, method))
+        assert params(getattr(RAG, method), len(expected)) == expected, method
+    assert params(RAGMessage.__init__, 5) == params(theirs.RAGMessage.__init__)
+    # the framework's attributes and to_dict() keys (all its platforms use)
     from langchain_core.documents import Document
     docs = [Document('text', metadata={'source': 'a.pdf', 'page': 1})]
-    ours, bbf = RAGMessage('llm', 'q', 'a', docs), BBFRAGMessage('llm', 'q', 'a', docs)
-    assert vars(bbf).items() <= vars(ours).items()
-    assert ours.to_dict().items() >= bbf.to_dict().items()
+    ours, their_message = RAGMessage('llm', 'q', 'a', docs), theirs.RAGMessage('llm', 'q', 'a', docs)
+    assert vars(their_message).items() <= vars(ours).items()
+    assert ours.to_dict().items() >= their_message.to_dict().items()
+
+
+def test_the_rag_takes_the_owner_by_the_frameworks_keyword(corpus_store):
+    """``RAG(bot=bot, ...)`` (BBF's name) or ``RAG(agent=agent, ...)`` (BAF's, as BAF's own examples write it)."""
+    from rag_plugin import RAG, ExtractiveLLM, default_splitter
+    keyword = params(framework.module('nlp.rag.rag').RAG.__init__)[1][0]
+    owner = framework.new_owner('keyword_owner')
+    ExtractiveLLM(owner)
+    rag = RAG(**{keyword: owner}, vector_store=corpus_store, splitter=default_splitter(), llm_name='extractive')
+    assert owner.nlp_engine._rag is rag and '250 MB' in rag.run(message=ATTACHMENT_QUESTION).answer
+    with pytest.raises(TypeError, match='twice'):
+        RAG(owner, agent=owner, vector_store=corpus_store, splitter=default_splitter(), llm_name='extractive')
 
 
 def test_load_pdfs_counts_chunks_and_stores_one_based_pages(tmp_path, embeddings):
@@ -46,11 +75,10 @@ def test_load_pdfs_counts_chunks_and_stores_one_based_pages(tmp_path, embeddings
     assert rag.load_pdfs(str(PDFS)) == 0  # unchanged: nothing added again
 
 
-@pytest.mark.bbf
 def test_create_prompt_order_and_numbered_fragments(make_rag):
+    """With the framework's own history messages (BBF's or BAF's Message)."""
     from datetime import datetime
-
-    from besser.bot.core.message import Message, MessageType
+    Message, MessageType = framework.module('core.message').Message, framework.module('core.message').MessageType
     rag = make_rag()
     docs = rag.run_retrieval('What is the API rate limit?', k=2)
     history = [Message(MessageType.STR, 'Hello there', True, datetime.now()),
@@ -103,16 +131,17 @@ def test_bad_arguments_raise_clear_errors(make_rag, corpus_store):
         rag.run(message='hi', llm_name='nope')
 
 
-@pytest.mark.bbf
 def test_session_run_rag_uses_the_plugin(make_rag):
-    """Constructing the RAG plugs it into a real BBF bot's NLP engine, so session.run_rag() reaches it."""
-    from besser.bot.core.bot import Bot
-    from besser.bot.core.session import Session
-    bot = Bot('plug_test')
+    """Constructing the RAG plugs it into a real bot's (agent's) NLP engine, so the framework's session.run_rag reaches
+    it (BAF's calls ``rag.run(message, session)``: ours recognises that order)."""
+    bot = framework.new_owner('plug_test')
     rag = make_rag(bot=bot)
     assert bot.nlp_engine._rag is rag
-    session = Session('s1', bot, None)
-    session.message = 'What is the maximum size of an attachment?'
-    result = session.run_rag()
-    assert '250 MB' in result.answer
-    assert result.sources[0]['source'] == 'getting_started.pdf' and result.sources[0]['page'] == 3
+    session = framework.session_class()('s1', bot, None)
+    results = [session.run_rag(ATTACHMENT_QUESTION), rag.run(ATTACHMENT_QUESTION, session)]
+    if framework.NAME == 'bbf':  # BBF's run_rag() without a message takes the session's last message
+        session.message = ATTACHMENT_QUESTION
+        results.append(session.run_rag())
+    for result in results:
+        assert '250 MB' in result.answer
+        assert result.sources[0]['source'] == 'getting_started.pdf' and result.sources[0]['page'] == 3

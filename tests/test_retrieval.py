@@ -89,13 +89,13 @@ def test_hybrid_finds_exact_identifiers_that_dense_ranks_low(make_rag, query, ne
     assert 0 < hybrid[0].metadata['score'] <= 1 and 'rank_score' in hybrid[0].metadata  # cosine scale kept
 
 
-@pytest.mark.bbf  # a BBF bot and session
 def test_filters_restrict_results_and_sessions_can_be_scoped(make_rag):
-    from besser.bot.core.bot import Bot
-    from besser.bot.core.session import Session
+    """Filters on a RAG, and the scope of a real session of the installed framework (a BBF bot's, a BAF agent's):
+    ``session.run_rag`` searches only its sources."""
+    import framework
 
     from rag_plugin import scope_filter
-    bot = Bot('scope_test')
+    bot = framework.new_owner('scope_test')
     rag = make_rag(bot=bot)
     rag.add_text('The office plant is watered every Tuesday by the facilities team.',
                  {'source_id': 'facilities.txt', 'tags': ['facilities']})
@@ -103,14 +103,17 @@ def test_filters_restrict_results_and_sessions_can_be_scoped(make_rag):
     assert only and {d.metadata['source_id'] for d in only} == {'troubleshooting.pdf'}
     tagged = rag.run_retrieval('What is the API rate limit?', k=4, filter=scope_filter(tags=['facilities']))
     assert [d.metadata['source_id'] for d in tagged] == ['facilities.txt']
-    session = Session('s1', bot, None)
+    session = framework.session_class()('s1', bot, None)
     rag.set_scope(session, source_id=['getting_started.pdf', 'sync_and_offline.pdf'])
-    session.message = 'What is the maximum size of an attachment?'
-    result = session.run_rag()
+    result = session.run_rag('What is the maximum size of an attachment?')
+    assert '250 MB' in result.answer
     assert {d.metadata['source_id'] for d in result.docs} <= {'getting_started.pdf', 'sync_and_offline.pdf'}
+    scoped = session.run_rag('When is the office plant watered?')  # the fact is out of the session's scope
+    assert 'Tuesday' not in scoped.answer and 'facilities.txt' not in {d.metadata['source_id'] for d in scoped.docs}
     rag.set_scope(session)  # cleared
     assert rag.run(session=session, message='When is the office plant watered?').docs[0].metadata['source_id'] \
         == 'facilities.txt'
+    assert session.run_rag('When is the office plant watered?').docs[0].metadata['source_id'] == 'facilities.txt'
 
 
 def test_lexical_index_follows_ingestion(make_rag):
