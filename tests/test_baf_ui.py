@@ -1,4 +1,4 @@
-"""The README's BAF agent snippet ("Switching a BBF bot"), run as written, with BAF's own Streamlit UI (``use_ui=True``).
+"""The README's BAF agent snippet ("Switching a BBF bot") run as written, with BAF's own Streamlit UI (``use_ui=True``).
 
 As tests/test_bbf_ui.py does for BBF: the snippet is run as ``python agent.py`` in a folder with a ``config.yaml`` and
 ``./pdfs``, without the venv's ``bin`` on ``PATH`` (BAF starts its UI as the command ``streamlit`` too). A websocket
