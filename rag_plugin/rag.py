@@ -294,7 +294,7 @@ class HybridRAG(RAG):
             store". Not needed here (BM25 reads the store, which holds them); a warning is logged when the store is
             empty, since BAF would then have searched them by keyword alone
         bm25_weight (float): BAF's weight of the BM25 results (its default 0.6 is not applied: without it the
-            measured fusion is kept, README "Retrieval quality"); given, it sets the BM25 share of the convex fusion
+            measured fusion is kept, docs/retrieval-quality.md); given, it sets the BM25 share of the convex fusion
             (``1 - bm25_weight`` for the dense score)
         **kwargs: :class:`RAG`'s keyword arguments
     """
