@@ -2,7 +2,10 @@
 
 Switch a BBF bot by changing one import::
 
-    from rag_plugin import RAG, RAGMessage   # instead of besser.bot.nlp.rag.rag
+    from rag_plugin import RAG, RAGMessage   # instead of besser.bot.nlp.rag.rag (BAF 4.5: baf.nlp.rag.rag)
+
+A BAF agent's ``HybridRAG`` switches the same way (``from rag_plugin import HybridRAG``: the same RAG, whose retrieval
+is hybrid already, taking BAF's ``bm25_docs`` and ``bm25_weight``).
 
 Names are imported on first use, so ``python -m rag_plugin`` sub-commands that need neither BBF nor torch start
 quickly.
@@ -17,6 +20,7 @@ from rag_plugin._lazy import lazy_exports  # noqa: E402
 
 _EXPORTS = {
     'RAG': 'rag_plugin.rag',
+    'HybridRAG': 'rag_plugin.rag',
     'RAGMessage': 'rag_plugin.message',
     'LAST_RAG_MESSAGE_KEY': 'rag_plugin.rag',
     'ExtractiveLLM': 'rag_plugin.generate.extractive',

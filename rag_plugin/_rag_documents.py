@@ -6,11 +6,15 @@ its :class:`~rag_plugin._session_uploads.SessionUploads` (a session's own), as `
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, Union
+
+from langchain_core.documents import Document
 
 from rag_plugin.ingest import IngestReport, Ingestor
 from rag_plugin.ingest.loaders import (DOCX_EXTENSIONS, MARKDOWN_EXTENSIONS, PDF_EXTENSIONS, TEXT_EXTENSIONS,
-                                      file_digest)
+                                      file_digest, load_file)
 from rag_plugin.ingest.uploads import decode_upload
 from rag_plugin._session_uploads import SHARED_UPLOADS_KEY, SessionUploads, refused, upload_mode
 from rag_plugin.store import corpus_store
@@ -26,6 +30,20 @@ twelve times over while it receives it (base64 in a JSON message, decoded, wrapp
 within 100 MB. Raise it (with ``websocket.max_size``) where the bot has the memory."""
 
 
+class AddedChunks(int):
+    """BAF's return value of ``add_text`` (the number of chunks added, an ``int``), with the plugin's report.
+
+    Attributes:
+        report (IngestReport): what the ingestion did (a text already there adds 0 chunks: ``report`` says why)
+    """
+    report: IngestReport
+
+    def __new__(cls, report: IngestReport) -> 'AddedChunks':
+        added = super().__new__(cls, report.chunks_added)
+        added.report = report
+        return added
+
+
 class DocumentsAPI:
     """Adds documents to a RAG (see :class:`rag_plugin.rag.RAG`, which sets the attributes below).
 
@@ -34,6 +52,10 @@ class DocumentsAPI:
         session_uploads (SessionUploads): each session's own uploads
         max_upload_mb (float): files uploaded in the chat larger than this are refused
     """
+    SUPPORTED_FORMATS = ('pdf', 'docx', 'txt', 'md')
+    """tuple[str, ...]: BAF's document formats (``RAG.SUPPORTED_FORMATS``), for :meth:`load_documents` and
+    :meth:`load_documents_from_path`."""
+
     ingestor: Ingestor
     session_uploads: SessionUploads
     max_upload_mb: float
@@ -102,13 +124,43 @@ class DocumentsAPI:
         for listener in self.ingestor.on_change:
             listener()
 
-    def add_text(self, text: str, metadata: Optional[dict] = None) -> IngestReport:
+    @staticmethod
+    def load_documents_from_path(path: str, fmt: str) -> list[Document]:
+        """BAF's ``RAG.load_documents_from_path``: the documents of one file, not split and not stored, in the shape
+        BAF's loaders give them (a PDF: one per page, ``source`` the path and ``page`` from 0, as LangChain's
+        ``PyPDFLoader``; DOCX, TXT and MD: one, ``source`` the file name). BAF's examples split them and add them to
+        the store themselves; the RAG answers from such chunks with the file name and the page from 1
+        (:mod:`rag_plugin.store.foreign`).
+
+        Args:
+            path (str): the file
+            fmt (str): its format, one of :attr:`SUPPORTED_FORMATS`
+
+        Raises:
+            ValueError: on a format that is not supported
+        """
+        extensions = document_extensions([fmt])
+        file = Path(path)
+        if file.suffix.lower() not in extensions:  # BAF reads a file by the format given, whatever its name
+            file = file.with_name(file.name + extensions[0])
+        loaded = load_file(file, Path(path).read_bytes())
+        if fmt.lower().lstrip('.') == 'pdf':
+            return [Document(page_content=page.page_content,
+                             metadata={'source': path, 'page': page.metadata['page'] - 1}) for page in loaded.pages]
+        text = '\n'.join(page.page_content for page in loaded.pages)
+        return [Document(page_content=text, metadata={'source': os.path.basename(path)})]
+
+    def add_text(self, text: str, metadata: Optional[dict] = None) -> Union[IngestReport, AddedChunks]:
         """Ingest a text given at run time. ``metadata['source_id']`` names it (default: ``text-<hash>``); the same
         ``source_id`` given again replaces the previous text.
 
         Args:
             text (str): the text
             metadata (dict): scalar metadata stored on every chunk (``source_id``, ``title``, ``tags`` list...)
+
+        Returns:
+            IngestReport | AddedChunks: on a BAF agent, BAF's return value: the number of chunks added (an ``int``;
+            its ``report`` is the :class:`~rag_plugin.ingest.IngestReport`); elsewhere the report
         """
         metadata = dict(metadata or {})
         data = text.encode('utf-8')
@@ -116,7 +168,8 @@ class DocumentsAPI:
         if not source_id.endswith(('.txt', '.md')):
             source_id += '.txt'
         tags = metadata.pop('tags', ())
-        return self.ingestor.ingest_bytes('texts', source_id, data, tags=tags, extra=metadata)
+        report = self.ingestor.ingest_bytes('texts', source_id, data, tags=tags, extra=metadata)
+        return AddedChunks(report) if self.host.name == 'baf' else report
 
     def add_file(self, file: 'File', max_mb: Optional[float] = None, session: Optional['Session'] = None
                  ) -> IngestReport:

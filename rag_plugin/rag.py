@@ -6,7 +6,8 @@ on either framework (see :mod:`rag_plugin.host`): a façade over its parts, buil
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Callable, Optional
+import logging
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
@@ -26,7 +27,7 @@ from rag_plugin._pipeline import (LAST_RAG_MESSAGE_KEY, SCOPE_KEY, STORE_UNAVAIL
                                   find_llm)
 from rag_plugin._rag_context import ContextAPI
 from rag_plugin._rag_documents import MAX_UPLOAD_MB, DocumentsAPI
-from rag_plugin.retrieve import Retriever
+from rag_plugin.retrieve import Fusion, HybridRetriever, Retriever
 from rag_plugin.settings import BBF_K, BBF_NUM_PREVIOUS_MESSAGES, UNSET
 
 if TYPE_CHECKING:
@@ -34,7 +35,9 @@ if TYPE_CHECKING:
     from besser.bot.core.session import Session
     from besser.bot.nlp.llm.llm import LLM
 
-__all__ = ['LAST_RAG_MESSAGE_KEY', 'MAX_UPLOAD_MB', 'RAG', 'SCOPE_KEY', 'STORE_UNAVAILABLE_ANSWER']
+__all__ = ['HybridRAG', 'LAST_RAG_MESSAGE_KEY', 'MAX_UPLOAD_MB', 'RAG', 'SCOPE_KEY', 'STORE_UNAVAILABLE_ANSWER']
+
+logger = logging.getLogger(__name__)
 
 
 def _owner_keyword(init: Callable) -> Callable:
@@ -63,7 +66,7 @@ class RAG(DocumentsAPI, ContextAPI):
 
     Args:
         bot (Bot | Agent): the BBF bot or BAF agent the RAG engine belongs to (detected by type; a
-            :class:`~rag_plugin.standalone.StandaloneBot` outside a framework)
+            :class:`~rag_plugin.standalone.StandaloneBot` outside a framework); BAF's keyword ``agent=`` is accepted
         vector_store (VectorStore | Callable[[], VectorStore]): the vector store (see
             :func:`rag_plugin.default_vector_store`), or a factory with no arguments that makes one (BAF's: each
             session-scoped RAG gets its own store)
@@ -281,3 +284,35 @@ class RAG(DocumentsAPI, ContextAPI):
         question = self._pipeline.question(session, message, llm_prompt, llm_name, k, num_previous_messages, filter,
                                            on_partial)
         return self._pipeline.run(question)
+
+
+class HybridRAG(RAG):
+    """BAF 4.5's ``HybridRAG`` name and arguments, so a BAF agent switches by changing its import. It is :class:`RAG`:
+    our retrieval is already hybrid (dense + BM25, fused) on Chroma and PostgreSQL stores, and its BM25 index is the
+    store's own, kept up to date by every ingestion.
+
+    Args:
+        *args: :class:`RAG`'s arguments
+        bm25_docs (list[Document]): BAF's seed for its BM25 index: "the same splits used to populate the vector
+            store". Not needed here (BM25 reads the store, which holds them); a warning is logged when the store is
+            empty, since BAF would then have searched them by keyword alone
+        bm25_weight (float): BAF's weight of the BM25 results (its default 0.6 is not applied: without it the
+            measured fusion is kept, docs/retrieval-quality.md); given, it sets the BM25 share of the convex fusion
+            (``1 - bm25_weight`` for the dense score)
+        **kwargs: :class:`RAG`'s keyword arguments
+    """
+
+    def __init__(self, *args: Any, bm25_docs: Optional[list[Document]] = None, bm25_weight: Optional[float] = None,
+                 **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        if bm25_weight is not None:
+            if not 0 <= bm25_weight <= 1:
+                raise ValueError(f'bm25_weight must be between 0 and 1, not {bm25_weight}')
+            if isinstance(self.retriever, HybridRetriever):
+                self.retriever.fusion = Fusion(weight=1 - float(bm25_weight))
+            else:
+                logger.warning('[RAG] bm25_weight is ignored: %s has no keyword search',
+                               type(self.vector_store).__name__)
+        if bm25_docs and self.is_empty():
+            logger.warning('[RAG] bm25_docs were given but the vector store is empty: add them to it '
+                           '(vector_store.add_documents(splits), as BAF\'s example does) to have them searched')

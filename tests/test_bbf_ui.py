@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any, Iterator, Optional
 
 import pytest
 from conftest import PDFS, ROOT, BotClient, free_port
@@ -28,21 +29,97 @@ CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic'
 TIMEOUT_MS = 90_000
 
 
-def readme_snippet() -> str:
-    """The first Python block of the README's "Switching a BBF bot" section."""
+def readme_snippet(package: str = 'besser.bot') -> str:
+    """The Python block of the README's "Switching a BBF bot" section that imports ``package`` (BBF's snippet is the
+    first block, BAF's ``baf`` one follows it)."""
     text = (ROOT / 'README.md').read_text(encoding='utf-8')
     section = text[text.index('## Switching a BBF bot'):]
-    return re.search(r'```python\n(.*?)```', section, re.S).group(1)
+    section = section[:section.index('\n## ', 1)]
+    blocks = [b for b in re.findall(r'```python\n(.*?)```', section, re.S) if f'from {package}.core.' in b]
+    assert blocks, f'no snippet importing {package} in "Switching a BBF bot"'
+    return blocks[0]
 
 
-def _wait_for_port(port: int, process: subprocess.Popen, timeout: float, log: Path) -> None:
+def wait_for_port(port: int, process: Optional[subprocess.Popen], timeout: float, log: Path) -> None:
+    """Wait until something listens on ``port``; fail with the end of ``log`` when ``process`` ended or on timeout."""
     deadline = time.monotonic() + timeout
     while True:
         with contextlib.suppress(OSError), socket.create_connection(('127.0.0.1', port), timeout=1):
             return
-        if process.poll() is not None or time.monotonic() > deadline:
+        if (process is not None and process.poll() is not None) or time.monotonic() > deadline:
             raise AssertionError(f'port {port} never opened; the bot said:\n{log.read_text()[-4000:]}')
         time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def script_running(folder: Path, script: str, source: str, ws_port: int) -> Iterator[Path]:
+    """Run ``source`` as ``python <script>`` in ``folder`` (with its config file and ``./pdfs`` already there), as a
+    user does: without the venv's ``bin`` on ``PATH`` (BBF and BAF start their UI as the command ``streamlit``).
+    Yields the log file once the websocket port listens; then stops the script and its ``streamlit run`` child."""
+    (folder / script).write_text(source, encoding='utf-8')
+    venv_bin = os.path.dirname(sys.executable)
+    path = os.pathsep.join(p for p in os.environ.get('PATH', '').split(os.pathsep)
+                           if p and os.path.abspath(p) != os.path.abspath(venv_bin))
+    env = {**os.environ, 'PATH': path, 'PYTHONPATH': str(ROOT), 'STREAMLIT_BROWSER_GATHER_USAGE_STATS': 'false'}
+    log = folder / (Path(script).stem + '.log')
+    with open(log, 'w') as out:
+        process = subprocess.Popen([sys.executable, script], cwd=folder, env=env, stdout=out,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for_port(ws_port, process, 180, log)
+        yield log
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)  # the script and the framework's `streamlit run` child
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
+
+
+@contextlib.contextmanager
+def browser_page(ui_port: int, log: Path) -> Iterator[Any]:
+    """A headless Chromium page (Playwright, the system Chromium) opened on the framework's Streamlit UI once it
+    listens; skips when Playwright or Chromium is missing."""
+    sync_api = pytest.importorskip('playwright.sync_api', reason='the playwright package (dev extra) is needed')
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip(f'no Chromium at {CHROMIUM} (make test installs it: apt-get install -y chromium)')
+    deadline = time.monotonic() + 120
+    while True:  # the framework starts `streamlit run` in a thread once the bot runs
+        with contextlib.suppress(OSError), socket.create_connection(('127.0.0.1', ui_port), timeout=1):
+            break
+        assert time.monotonic() < deadline, f'the Streamlit UI never listened:\n{log.read_text()[-4000:]}'
+        time.sleep(0.5)
+    sync_api.expect.set_options(timeout=TIMEOUT_MS)
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=TIMEOUT_MS)
+        try:
+            page = browser.new_page(viewport={'width': 1280, 'height': 1100})
+            page.set_default_timeout(TIMEOUT_MS)
+            page.goto(f'http://127.0.0.1:{ui_port}', wait_until='domcontentloaded')
+            yield page
+        finally:
+            browser.close()
+
+
+def ask_in_the_page(page: Any, question: str, answer_text: str) -> Any:
+    """Type ``question`` in the Streamlit chat input; return the chat message that contains ``answer_text``."""
+    from playwright.sync_api import expect
+    box = page.get_by_test_id('stChatInputTextArea')
+    box.fill(question)
+    box.press('Enter')
+    answer = page.get_by_test_id('stChatMessage').filter(has_text=answer_text).last
+    expect(answer).to_be_visible()
+    return answer
+
+
+def assert_no_error_on(page: Any) -> None:
+    """No Streamlit exception box and no Python error text anywhere on the page."""
+    from playwright.sync_api import expect
+    expect(page.get_by_test_id('stException')).to_have_count(0)
+    body = page.locator('body').inner_text()
+    assert 'Traceback' not in body and 'ImportError' not in body and 'KeyError' not in body, body[-2000:]
 
 
 @pytest.fixture(scope='module')
@@ -50,30 +127,12 @@ def snippet_bot(tmp_path_factory):
     """The README snippet running as ``python bot.py``: ``(websocket port, UI port, log file)``."""
     folder = tmp_path_factory.mktemp('bbf_bot')
     shutil.copytree(PDFS, folder / 'pdfs')
-    (folder / 'bot.py').write_text(readme_snippet(), encoding='utf-8')
     ws_port, ui_port = free_port(), free_port()
     (folder / 'config.ini').write_text(
         f'[websocket_platform]\nwebsocket.host = 127.0.0.1\nwebsocket.port = {ws_port}\n'
         f'streamlit.host = 127.0.0.1\nstreamlit.port = {ui_port}\n', encoding='utf-8')
-    venv_bin = os.path.dirname(sys.executable)
-    path = os.pathsep.join(p for p in os.environ.get('PATH', '').split(os.pathsep)
-                           if p and os.path.abspath(p) != os.path.abspath(venv_bin))
-    env = {**os.environ, 'PATH': path, 'PYTHONPATH': str(ROOT), 'STREAMLIT_BROWSER_GATHER_USAGE_STATS': 'false'}
-    log = folder / 'bot.log'
-    with open(log, 'w') as out:
-        process = subprocess.Popen([sys.executable, 'bot.py'], cwd=folder, env=env, stdout=out,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        _wait_for_port(ws_port, process, 180, log)
+    with script_running(folder, 'bot.py', readme_snippet('besser.bot'), ws_port) as log:
         yield ws_port, ui_port, log
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)  # the bot and BBF's `streamlit run` child
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(10)
 
 
 def test_the_readme_snippet_runs_as_written_and_answers(snippet_bot):
@@ -91,38 +150,16 @@ def test_the_readme_snippet_runs_as_written_and_answers(snippet_bot):
 
 
 def test_bbfs_own_streamlit_ui_shows_the_answer_and_its_sources(snippet_bot):
-    sync_api = pytest.importorskip('playwright.sync_api', reason='the playwright package (dev extra) is needed')
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip(f'no Chromium at {CHROMIUM} (make test installs it: apt-get install -y chromium)')
-    from playwright.sync_api import expect
     _, ui_port, log = snippet_bot
-    deadline = time.monotonic() + 120
-    while True:  # BBF starts `streamlit run` in a thread once the bot runs
-        with contextlib.suppress(OSError), socket.create_connection(('127.0.0.1', ui_port), timeout=1):
-            break
-        assert time.monotonic() < deadline, f'BBF\'s UI never listened:\n{log.read_text()[-4000:]}'
-        time.sleep(0.5)
-    expect.set_options(timeout=TIMEOUT_MS)
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=TIMEOUT_MS)
-        try:
-            page = browser.new_page(viewport={'width': 1280, 'height': 1100})
-            page.set_default_timeout(TIMEOUT_MS)
-            page.goto(f'http://127.0.0.1:{ui_port}', wait_until='domcontentloaded')
-            expect(page.get_by_text('Ask me about the documents')).to_be_visible()
-            box = page.get_by_test_id('stChatInputTextArea')
-            box.fill('What does error NN-7720 mean?')
-            box.press('Enter')
-            answer = page.get_by_test_id('stChatMessage').filter(has_text='offline cache').last
-            expect(answer).to_contain_text('integrity check')
-            answer.get_by_text('Details').click()
-            expect(answer).to_contain_text('Source: troubleshooting.pdf')
-            expect(answer).to_contain_text('Page: 2')
-            expect(page.get_by_test_id('stException')).to_have_count(0)
-            body = page.locator('body').inner_text()
-            assert 'Traceback' not in body and 'ImportError' not in body and 'KeyError' not in body, body[-2000:]
-        finally:
-            browser.close()
+    with browser_page(ui_port, log) as page:
+        from playwright.sync_api import expect
+        expect(page.get_by_text('Ask me about the documents')).to_be_visible()
+        answer = ask_in_the_page(page, 'What does error NN-7720 mean?', 'offline cache')
+        expect(answer).to_contain_text('integrity check')
+        answer.get_by_text('Details').click()
+        expect(answer).to_contain_text('Source: troubleshooting.pdf')
+        expect(answer).to_contain_text('Page: 2')
+        assert_no_error_on(page)
 
 
 def test_the_installed_stack_has_what_bbfs_ui_needs():

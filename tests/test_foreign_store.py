@@ -1,29 +1,34 @@
-"""A store another tool filled, switched to this plugin: BBF 1.5's own ``RAG.load_pdfs`` (LangChain's community
-``Chroma``, PyPDFLoader pages: 0-based ``page``, the loader's path in ``source``, no chunk ids of ours) and plain
+"""A store another tool filled, switched to this plugin: the installed framework's own RAG (BBF 1.5's ``load_pdfs`` in
+``.venv``, BAF 4.5's ``load_documents`` and ``add_file`` in ``.venv-baf``, both on LangChain's community ``Chroma`` with
+PyPDFLoader pages: 0-based ``page``, the loader's path in ``source``, no chunk ids of ours) and plain
 ``langchain_chroma.Chroma(...).add_documents``. It must answer at once with the file name and the 1-based page, say
-that its chunks are not in the ledger, and ingesting the same files must adopt them: no duplicates (BBF adds the folder
-again on every start), no vector embedded again when the text is the same.
+that its chunks are not in the ledger, and ingesting the same files must adopt them: no duplicates (BBF and BAF add the
+folder again on every start), no vector embedded again when the text is the same.
 
 The stores are built in a child process: Chroma refuses a second client of one folder with other settings in a
-process, as a bot that switched would never have both.
+process, as a bot that switched would never have both. The frameworks' RAG and these stores need
+``langchain_community``: BBF's stack has it; BAF has it in its own ``extras`` (not in ``rag_plugin[baf]``), and
+without it this module is skipped with that reason.
 """
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import framework
 import pytest
 
 from conftest import PDFS, ROOT
 from helpers import build_rag
 
-# Stores filled by BBF 1.5's own RAG and LangChain wrapper (langchain_community's Chroma, on chromadb 0.5)
-pytestmark = pytest.mark.bbf
+pytest.importorskip('langchain_community', reason="the frameworks' own RAG and LangChain's Chroma need "
+                                                  "langchain_community (BAF: pip install 'besser-agentic-framework"
+                                                  "[extras]')")
 
-BBF_SPLITTER = 'RecursiveCharacterTextSplitter(chunk_size=1000, chunk_overlap=100)'  # BBF's example bot's
+BBF_SPLITTER = 'RecursiveCharacterTextSplitter(chunk_size=1000, chunk_overlap=100)'  # BBF's and BAF's example bots'
 
-# RAG(...) inline: BBF's own RAG class filling a store, as BBF's example bot does, is the point (not build_rag)
-BUILD_WITH_BBF = f'''
+# RAG(...) inline: the framework's own RAG class filling a store, as its example bot does, is the point (not build_rag)
+BUILD_WITH_FRAMEWORK = {'bbf': f'''
 import sys
 from langchain_community.vectorstores import Chroma
 from langchain_text_splitters import RecursiveCharacterTextSplitter
@@ -33,6 +38,35 @@ store = Chroma(embedding_function=default_embeddings(), persist_directory=sys.ar
 rag = RAG(bot=StandaloneBot(), vector_store=store, splitter={BBF_SPLITTER}, llm_name='gpt')
 for _ in range(int(sys.argv[3])):  # a BBF bot calls load_pdfs at every start: each start adds the folder again
     rag.load_pdfs(sys.argv[2])
+print(store._collection.count())
+''', 'baf': f'''
+import sys
+from langchain_community.vectorstores import Chroma
+from langchain_text_splitters import RecursiveCharacterTextSplitter
+from baf.core.agent import Agent
+from baf.nlp.rag.rag import RAG
+from rag_plugin import default_embeddings
+store = Chroma(embedding_function=default_embeddings(), persist_directory=sys.argv[1])
+rag = RAG(agent=Agent('store_builder'), vector_store=store, splitter={BBF_SPLITTER}, llm_name='gpt')
+for _ in range(int(sys.argv[3])):  # BAF's example loads the folder at every start too: each start adds it again
+    rag.load_documents(sys.argv[2], formats=['pdf'])
+print(store._collection.count())
+'''}
+
+BUILD_WITH_BAF_UPLOAD = f'''
+import base64
+import sys
+from langchain_community.vectorstores import Chroma
+from langchain_text_splitters import RecursiveCharacterTextSplitter
+from baf.core.agent import Agent
+from baf.core.file import File
+from baf.nlp.rag.rag import RAG
+from rag_plugin import default_embeddings
+store = Chroma(embedding_function=default_embeddings(), persist_directory=sys.argv[1])
+rag = RAG(agent=Agent('store_builder'), vector_store=store, splitter={BBF_SPLITTER}, llm_name='gpt')
+with open(sys.argv[2], 'rb') as pdf:  # a file a user uploaded in BAF's chat (BAF's example: rag.add_file)
+    rag.add_file(File(file_name='troubleshooting.pdf', file_type='application/pdf',
+                      file_base64=base64.b64encode(pdf.read()).decode()))
 print(store._collection.count())
 '''
 
@@ -62,10 +96,11 @@ def _page_of(pdf: Path, text: str) -> int:
 
 
 @pytest.fixture(scope='module')
-def bbf_store(tmp_path_factory) -> tuple[Path, int]:
-    """A store filled by BBF 1.5's own load_pdfs on data/pdfs, started twice (every chunk twice)."""
-    folder = tmp_path_factory.mktemp('bbf') / 'vector_store'
-    total = _build(BUILD_WITH_BBF, folder, PDFS, 2)
+def framework_store(tmp_path_factory) -> tuple[Path, int]:
+    """A store filled by the installed framework's own RAG on data/pdfs (BBF 1.5's load_pdfs, BAF 4.5's
+    load_documents), started twice (every chunk twice)."""
+    folder = tmp_path_factory.mktemp(framework.NAME) / 'vector_store'
+    total = _build(BUILD_WITH_FRAMEWORK[framework.NAME], folder, PDFS, 2)
     return folder, total
 
 
@@ -117,21 +152,21 @@ def _unique_chunks(vector_store) -> int:
     return len({(m.get('source'), m.get('page'), d) for d, m in zip(got['documents'], got['metadatas'])})
 
 
-def test_a_bbf_store_opened_by_folder_answers_at_once_and_ingesting_its_files_adopts_it(bbf_store, tmp_path,
-                                                                                       embeddings):
+def test_a_framework_store_opened_by_folder_answers_at_once_and_ingesting_its_files_adopts_it(framework_store, tmp_path,
+                                                                                             embeddings):
     from rag_plugin import default_vector_store
-    folder = _copy(bbf_store, tmp_path)
+    folder = _copy(framework_store, tmp_path)
     counting = CountingEmbeddings(embeddings)
     store = default_vector_store(str(folder), counting)
-    assert store._collection.name == 'langchain' and store._collection.count() == bbf_store[1]
-    assert not store._collection.metadata  # BBF's collection settings (l2) are kept, not overwritten with ours
+    assert store._collection.name == 'langchain' and store._collection.count() == framework_store[1]
+    assert not store._collection.metadata  # the framework's collection settings (l2) are kept, not overwritten
     rag = _rag(store)
     before = _assert_cites_nn7720(rag)
     check = rag.ingestor.check_store(detail=True)
-    assert check.ok and len(check.foreign) == bbf_store[1] and 'not in the ledger' in check.summary()
+    assert check.ok and len(check.foreign) == framework_store[1] and 'not in the ledger' in check.summary()
 
     unique = _unique_chunks(store)
-    assert unique * 2 == bbf_store[1]  # every chunk twice: BBF started twice
+    assert unique * 2 == framework_store[1]  # every chunk twice: the bot started twice
     counting.documents = 0  # (the extractive answer embedded its fragments' sentences)
     report = rag.load_pdfs(str(PDFS))
     assert store._collection.count() == unique  # one copy of each chunk, now ours
@@ -147,10 +182,11 @@ def test_a_bbf_store_opened_by_folder_answers_at_once_and_ingesting_its_files_ad
     assert again.chunks_added == 0 and again.chunks_unchanged == unique and counting.documents == 0
 
 
-def test_a_bbf_store_passed_as_the_users_chroma_object_answers_and_is_adopted(bbf_store, tmp_path, embeddings):
+def test_a_framework_store_passed_as_the_users_chroma_object_answers_and_is_adopted(framework_store, tmp_path,
+                                                                                     embeddings):
     from langchain_community.vectorstores import Chroma
-    folder = _copy(bbf_store, tmp_path)
-    store = Chroma(embedding_function=embeddings, persist_directory=str(folder))  # as in BBF's example bot
+    folder = _copy(framework_store, tmp_path)
+    store = Chroma(embedding_function=embeddings, persist_directory=str(folder))  # as in BBF's and BAF's examples
     rag = _rag(store)
     assert rag.run_retrieval('What does error NN-7720 mean?')  # was: ValueError: Expected ID to be a str, got None
     _assert_cites_nn7720(rag)
@@ -160,14 +196,14 @@ def test_a_bbf_store_passed_as_the_users_chroma_object_answers_and_is_adopted(bb
     _assert_cites_nn7720(rag)
 
 
-def test_another_splitter_replaces_the_foreign_chunks_with_its_own(bbf_store, tmp_path, embeddings):
+def test_another_splitter_replaces_the_foreign_chunks_with_its_own(framework_store, tmp_path, embeddings):
     """The plugin's own splitter cuts other chunks: they are embedded, and the foreign ones go (no mix of both)."""
     from rag_plugin import default_splitter, default_vector_store
-    folder = _copy(bbf_store, tmp_path)
+    folder = _copy(framework_store, tmp_path)
     store = default_vector_store(str(folder), embeddings)
     rag = _rag(store, default_splitter())
     report = rag.ingest(str(PDFS))
-    assert report.chunks_adopted == bbf_store[1]
+    assert report.chunks_adopted == framework_store[1]
     assert store._collection.count() == report.chunks_added
     assert rag.ingestor.check_store(detail=True).ok
     _assert_cites_nn7720(rag)
@@ -185,16 +221,16 @@ def test_a_langchain_chroma_store_is_found_answered_and_adopted(tmp_path, embedd
     assert store._collection.count() == n and rag.ingestor.check_store(detail=True).ok
 
 
-def test_stats_says_the_chunks_are_not_in_the_ledger(bbf_store, tmp_path):
-    folder = _copy(bbf_store, tmp_path)
+def test_stats_says_the_chunks_are_not_in_the_ledger(framework_store, tmp_path):
+    folder = _copy(framework_store, tmp_path)
     for command in (['stats'], ['stats', '--check'], ['stats', '--json']):
         done = subprocess.run([sys.executable, '-m', 'rag_plugin', *command, '--store', str(folder)],
                               capture_output=True, text=True, cwd=ROOT, timeout=300)
         assert done.returncode == 0, done.stderr
         if command[-1] == '--json':
-            assert json.loads(done.stdout)['chunks_in_store'] == bbf_store[1]
+            assert json.loads(done.stdout)['chunks_in_store'] == framework_store[1]
         else:
-            assert f'{bbf_store[1]} chunk(s)' in done.stdout and 'not in the ledger' in done.stdout, done.stdout
+            assert f'{framework_store[1]} chunk(s)' in done.stdout and 'not in the ledger' in done.stdout, done.stdout
             assert 'INCONSISTENT' not in done.stdout
 
 
@@ -236,3 +272,22 @@ def test_a_folder_with_several_filled_collections_asks_which_one(tmp_path, embed
         default_vector_store(str(folder), embeddings)
     store = default_vector_store(str(folder), embeddings, collection_name='second')
     assert store._collection.name == 'second' and store._collection.count() > 0
+
+
+@pytest.mark.baf
+def test_a_store_filled_by_bafs_add_file_answers_with_the_page(tmp_path, embeddings):
+    """BAF's ``add_file`` (a file uploaded in BAF's chat) loads it from a temporary file, so its chunks' ``source`` is
+    that temporary file's path, not the upload's name: the plugin answers from them with the page, and can only name
+    the file BAF stored."""
+    from rag_plugin import default_vector_store
+    folder = tmp_path / 'uploaded'
+    n = _build(BUILD_WITH_BAF_UPLOAD, folder, PDFS / 'troubleshooting.pdf')
+    store = default_vector_store(str(folder), embeddings)
+    assert store._collection.count() == n > 0
+    rag = _rag(store)
+    message = rag.run(message='What does error NN-7720 mean?')
+    assert 'integrity check of the local offline cache failed' in message.answer and not message.abstained
+    cited = [s for s in message.sources if s['cited']]
+    assert cited and cited[0]['page'] == _page_of(PDFS / 'troubleshooting.pdf', 'NN-7720')
+    stored = store._collection.get(limit=1, include=['metadatas'])['metadatas'][0]['source']
+    assert cited[0]['source'] == Path(stored).name and stored.endswith('.pdf')
