@@ -49,7 +49,7 @@ def test_telegram_rag_agent_answers_with_fact_and_footnotes(telegram_server, cor
     assert namespace['report'].chunks_added == 0  # the copied store already holds data/pdfs
     assert namespace['rag'].num_previous_messages == 6  # the rag keys of the YAML file
     server = telegram_server
-    with telegram_owner_running(namespace['agent'], server, check_threads=False):
+    with telegram_owner_running(namespace['agent'], server):
         server.push_text(CHAT_ID, '/start')  # BAF ignores it; add_start_command greets
         [greeting] = server.wait_for('sendMessage', 1)
         assert 'Nimbus Notes' in greeting.params['text']
