@@ -9,9 +9,7 @@ import pytest
 
 import framework
 from helpers import ROOT
-
-from rag_plugin.evaluation import baseline_names, baseline_retrievers, run_evaluation
-from rag_plugin.evaluation import baselines
+from rag_plugin.evaluation import baseline_names, baseline_retrievers, baselines, run_evaluation
 
 PDFS = ROOT / 'data' / 'pdfs'
 EXPECTED = {'bbf': ['BBF 1.5'], 'baf': ['BAF 4.5 RAG', 'BAF 4.5 HybridRAG']}
@@ -24,7 +22,8 @@ def _tiny_qa(path: Path) -> Path:
     """The first four answerable questions of nimbus_qa.jsonl and its first unanswerable one."""
     lines = (ROOT / 'data' / 'eval' / 'nimbus_qa.jsonl').read_text(encoding='utf-8').splitlines()
     items = [json.loads(line) for line in lines if line.strip()]
-    chosen = [i for i in items if i.get('answerable', True)][:4] + [i for i in items if not i.get('answerable', True)][:1]
+    answerable = [i for i in items if i.get('answerable', True)]
+    chosen = answerable[:4] + [i for i in items if not i.get('answerable', True)][:1]
     path.write_text(''.join(json.dumps(i) + '\n' for i in chosen), encoding='utf-8')
     return path
 

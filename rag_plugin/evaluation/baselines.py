@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Optional
 
 from langchain_core.documents import Document
 
@@ -72,7 +72,7 @@ def framework_retrieve(rag: Any) -> Retrieve:
     return retrieve
 
 
-def bbf_store(pdfs: Path, cache_dir: Path, embeddings, folder: Path = None):
+def bbf_store(pdfs: Path, cache_dir: Path, embeddings, folder: Optional[Path] = None):
     """Load ``pdfs`` with BBF 1.5's original ``load_pdfs`` (same embeddings and splitter as ours) into a cached store.
 
     BBF's loader adds every chunk again on each call, so it only runs when the cached store is empty.
