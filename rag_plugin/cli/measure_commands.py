@@ -13,15 +13,19 @@ from rag_plugin._extras import require
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """Evaluate retrieval on a corpus and QA file(s); print the table, optionally save JSON and a plot."""
-    from rag_plugin.evaluation import (DEFAULT_CONFIGS, format_table, plot, results_to_dict, run_evaluation)
+    from rag_plugin.evaluation import (DEFAULT_CONFIGS, BaselineUnavailable, format_table, plot, results_to_dict,
+                                       run_evaluation)
     if args.plot:  # before the evaluation runs, not after
         require('matplotlib', 'eval', 'the evaluation plots (--plot)')
     baseline = _eval_baseline(args)
     read_questions(args.qa)  # a missing or malformed file is one line, before anything is ingested
     ks = args.k  # a tuple (the parser's type)
     configs = tuple(c for c in (args.configs or ','.join(DEFAULT_CONFIGS)).split(',') if c)
-    results = run_evaluation(args.pdfs, args.qa, ks, configs, args.baseline, args.cache, args.threshold,
-                             progress=not args.json_only, backend=args.backend)
+    try:
+        results = run_evaluation(args.pdfs, args.qa, ks, configs, args.baseline, args.cache, args.threshold,
+                                 progress=not args.json_only, backend=args.backend)
+    except BaselineUnavailable as e:
+        raise UsageError(str(e)) from None
     print(format_table(results, ks))
     answers = []
     if args.answers:

@@ -175,7 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help='a QA .jsonl file (repeatable; items may have "answerable": false)')
     p.add_argument('--k', type=counts, default='1,4,10', help='comma-separated k for hit@k (default: %(default)s)')
     p.add_argument('--configs', help='comma-separated configurations (default: all: dense, hybrid-rrf, ...)')
-    p.add_argument('--baseline', action='store_true', help="also evaluate BBF 1.5's original RAG")
+    p.add_argument('--baseline', action='store_true',
+                   help="also evaluate the installed framework's own RAG: BBF 1.5's RAG, or BAF 4.5's RAG and "
+                        'HybridRAG (same embeddings; BAF needs langchain, langchain-community and rank_bm25)')
     p.add_argument('--threshold', type=THRESHOLD, help='guard threshold to report abstention at')
     p.add_argument('--cache', default='.cache/eval', help='ingested stores are kept here (default: %(default)s)')
     p.add_argument('--backend', choices=('chroma', 'postgres'), default='chroma',

@@ -5,7 +5,9 @@ The parts, each importable from here as before:
 
 * :mod:`~rag_plugin.evaluation.questions`: QA ``.jsonl`` files (:func:`load_qa`) and gold chunks;
 * :mod:`~rag_plugin.evaluation.retrieval`: retriever metrics, threshold sweeps, configurations, table and plot;
-* :mod:`~rag_plugin.evaluation.stores`: the cached stores evaluated (Chroma, its PostgreSQL copy, BBF 1.5's);
+* :mod:`~rag_plugin.evaluation.stores`: the cached stores evaluated (Chroma, its PostgreSQL copy);
+* :mod:`~rag_plugin.evaluation.baselines`: the installed framework's own RAG(s) that ``--baseline`` evaluates (BBF
+  1.5's ``RAG``; BAF 4.5's ``RAG`` and ``HybridRAG``);
 * :mod:`~rag_plugin.evaluation.answers`: answer outcomes per set and their targets;
 * :mod:`~rag_plugin.evaluation.tables`: the answer-level tables and the baseline of ``--compare``;
 * :mod:`~rag_plugin.evaluation.specific`: the context engine's specific-intent retrieval against the plain one.
@@ -33,8 +35,9 @@ from rag_plugin.evaluation.retrieval import (DEFAULT_CONFIGS, ConfigResult, Retr
                                              format_table, make_retriever, percentile, plot, results_to_dict,
                                              suggest_threshold, threshold_sweep)
 from rag_plugin.evaluation.specific import compare_specific
-from rag_plugin.evaluation.stores import (BACKENDS, backend_store, bbf_retrieve, bbf_store, eval_database_url,
-                                          ours_store, postgres_copy)
+from rag_plugin.evaluation.baselines import (BaselineUnavailable, baseline_names, baseline_retrievers, bbf_retrieve,
+                                             bbf_store)
+from rag_plugin.evaluation.stores import BACKENDS, backend_store, eval_database_url, ours_store, postgres_copy
 from rag_plugin.evaluation.tables import (format_answer_table, format_change_table, format_outcome_table,
                                           load_baseline)
 from rag_plugin.generate.extractive import ExtractiveLLM
@@ -43,15 +46,15 @@ from rag_plugin.rag import RAG  # the RAG the runners build (a test may put a su
 from rag_plugin.standalone import StandaloneBot
 from rag_plugin.store import corpus_store
 
-__all__ = ['AnswerResult', 'BACKENDS', 'ConfigResult', 'DEFAULT_CONFIGS', 'EVIDENCE_RECALL', 'MAX_ANSWERED_DROP',
-           'MAX_NOT_FOUND', 'MAX_PAGE_HIT_DROP', 'MAX_WRONG_ANSWER', 'MIN_ANSWERED', 'MIN_ANSWER_ON_GOLD',
-           'MIN_CLOSEST_ON_GOLD', 'OUTCOMES', 'QAItem', 'RAG', 'Retrieve', 'SetReport', 'backend_store',
-           'bbf_retrieve', 'bbf_store', 'compare_specific', 'eval_database_url', 'evaluate_answers',
-           'evaluate_retriever', 'first_rank', 'format_answer_table', 'format_change_table', 'format_outcome_table',
-           'format_table', 'gold_page_rank', 'load_baseline', 'load_qa', 'make_retriever', 'message_outcome',
-           'on_gold', 'ours_store', 'percentile', 'plot', 'postgres_copy', 'results_to_dict', 'run_answer_evaluation',
-           'run_evaluation', 'set_groups', 'set_report', 'suggest_threshold', 'target_checks', 'threshold_sweep',
-           'token_recall']
+__all__ = ['AnswerResult', 'BACKENDS', 'BaselineUnavailable', 'ConfigResult', 'DEFAULT_CONFIGS', 'EVIDENCE_RECALL',
+           'MAX_ANSWERED_DROP', 'MAX_NOT_FOUND', 'MAX_PAGE_HIT_DROP', 'MAX_WRONG_ANSWER', 'MIN_ANSWERED',
+           'MIN_ANSWER_ON_GOLD', 'MIN_CLOSEST_ON_GOLD', 'OUTCOMES', 'QAItem', 'RAG', 'Retrieve', 'SetReport',
+           'backend_store', 'baseline_names', 'baseline_retrievers', 'bbf_retrieve', 'bbf_store', 'compare_specific',
+           'eval_database_url', 'evaluate_answers', 'evaluate_retriever', 'first_rank', 'format_answer_table',
+           'format_change_table', 'format_outcome_table', 'format_table', 'gold_page_rank', 'load_baseline', 'load_qa',
+           'make_retriever', 'message_outcome', 'on_gold', 'ours_store', 'percentile', 'plot', 'postgres_copy',
+           'results_to_dict', 'run_answer_evaluation', 'run_evaluation', 'set_groups', 'set_report',
+           'suggest_threshold', 'target_checks', 'threshold_sweep', 'token_recall']
 
 
 def run_evaluation(pdfs: str, qa_files: list[str], ks: tuple[int, ...] = (1, 4, 10),
@@ -59,14 +62,15 @@ def run_evaluation(pdfs: str, qa_files: list[str], ks: tuple[int, ...] = (1, 4, 
                    cache_dir: str = '.cache/eval', threshold: Optional[float] = None,
                    progress: bool = True, backend: str = 'chroma',
                    database_url: Optional[str] = None) -> list[ConfigResult]:
-    """Evaluate retriever configurations (and optionally BBF 1.5's RAG) on one corpus.
+    """Evaluate retriever configurations (and optionally the installed framework's own RAG) on one corpus.
 
     Args:
         pdfs (str): the folder of documents
         qa_files (list[str]): QA ``.jsonl`` files (answerable and ``answerable: false`` items)
         ks (tuple[int]): the k of hit@k
         configs (tuple[str]): configuration names (see :func:`make_retriever`)
-        baseline (bool): also evaluate BBF 1.5's original RAG on the same data (same embeddings and splitter)
+        baseline (bool): also evaluate the installed framework's own RAG(s) on the same data with the same embeddings
+            (see :mod:`~rag_plugin.evaluation.baselines`): BBF 1.5's, or BAF 4.5's ``RAG`` and ``HybridRAG``
         cache_dir (str): where ingested stores are kept between runs
         threshold (float): the guard threshold abstention is reported at (default: the RAG's default)
         progress (bool): show ingestion progress
@@ -75,7 +79,10 @@ def run_evaluation(pdfs: str, qa_files: list[str], ks: tuple[int, ...] = (1, 4, 
         database_url (str): the PostgreSQL server for ``postgres`` (see :func:`eval_database_url`)
 
     Returns:
-        list[ConfigResult]: one per configuration, the baseline first when asked for
+        list[ConfigResult]: one per configuration, the baselines first when asked for
+
+    Raises:
+        BaselineUnavailable: ``baseline`` without a framework, or without BAF's RAG dependencies
     """
     items = [item for path in qa_files for item in load_qa(path)]
     embeddings = default_embeddings()
@@ -83,10 +90,9 @@ def run_evaluation(pdfs: str, qa_files: list[str], ks: tuple[int, ...] = (1, 4, 
     threshold = calibration.relevance_threshold if threshold is None else threshold
     folder, cache = Path(pdfs), Path(cache_dir)
     results = []
-    if baseline:
-        bbf = bbf_retrieve(bbf_store(folder, cache, embeddings))
-        bbf('warm-up', 1)  # as each configuration below: the first search loads the index from disk
-        results.append(evaluate_retriever('BBF 1.5', bbf, items, ks))
+    for name, retrieve in baseline_retrievers(folder, cache, embeddings) if baseline else ():
+        retrieve('warm-up', 1)  # as each configuration below: the first search loads the index from disk
+        results.append(evaluate_retriever(name, retrieve, items, ks))
     store = backend_store(folder, cache, embeddings, progress, backend, database_url)
     corpus = corpus_store(store)
     signals = CorpusSignals(corpus.idf, corpus.knows, WordSimilarity(embeddings))

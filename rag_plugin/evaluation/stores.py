@@ -1,5 +1,5 @@
-"""The stores the harness evaluates: the corpus ingested once into a cached Chroma store (one per embedding model),
-its PostgreSQL copy, and BBF 1.5's own store for the baseline."""
+"""The stores the harness evaluates: the corpus ingested once into a cached Chroma store (one per embedding model) and
+its PostgreSQL copy (the baselines' stores are in :mod:`~rag_plugin.evaluation.baselines`)."""
 from __future__ import annotations
 
 import hashlib
@@ -7,19 +7,16 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
-from langchain_core.documents import Document
-
 from rag_plugin.defaults import database_url, default_splitter, default_vector_store
 from rag_plugin.embeddings import model_id
 from rag_plugin.embeddings.calibration import MINILM, model_key
-from rag_plugin.evaluation.retrieval import Retrieve
 from rag_plugin.generate.extractive import ExtractiveLLM
 from rag_plugin.rag import RAG
 from rag_plugin.standalone import StandaloneBot
-from rag_plugin.store import ChromaStore, corpus_store, postgres_store
+from rag_plugin.store import corpus_store, postgres_store
 
 
-def _cache_folder(cache_dir: Path, pdfs: Path, kind: str, embeddings: Any = None) -> Path:
+def cache_folder(cache_dir: Path, pdfs: Path, kind: str, embeddings: Any = None) -> Path:
     """The cached store of ``kind`` for a corpus, one per embedding model (the bundled MiniLM's keeps its old
     name)."""
     key = hashlib.sha256(str(pdfs.resolve()).encode()).hexdigest()[:10]
@@ -31,7 +28,7 @@ def ours_store(pdfs: Path, cache_dir: Path, embeddings, progress: bool = True):
     """Ingest ``pdfs`` with rag_plugin into a cached store (idempotent: later runs add nothing)."""
     bot = StandaloneBot()
     ExtractiveLLM(bot)
-    store = default_vector_store(str(_cache_folder(cache_dir, pdfs, 'rag_plugin', embeddings)), embeddings)
+    store = default_vector_store(str(cache_folder(cache_dir, pdfs, 'rag_plugin', embeddings)), embeddings)
     report = RAG(bot, store, default_splitter(), 'extractive').ingest(str(pdfs), progress=progress)
     return store, report
 
@@ -88,26 +85,3 @@ def postgres_copy(chroma_store, pdfs: Path, dsn: str, embeddings, batch: int = 5
             target.upsert(part, [vectors[i] for i in part], [d.page_content for d in docs[start:start + batch]],
                           [d.metadata for d in docs[start:start + batch]])
     return target
-
-
-def bbf_store(pdfs: Path, cache_dir: Path, embeddings):
-    """Load ``pdfs`` with BBF 1.5's original ``load_pdfs`` (same embeddings and splitter) into a cached store.
-
-    BBF's loader adds every chunk again on each call, so it only runs when the cached store is empty.
-    """
-    from besser.bot.nlp.rag.rag import RAG as BBFRAG  # BBF's own RAG, only for the --baseline run
-    store = default_vector_store(str(_cache_folder(cache_dir, pdfs, 'bbf', embeddings)), embeddings)
-    rag = BBFRAG(StandaloneBot(), store, default_splitter(), 'none', k=4)
-    if ChromaStore(store).count() == 0:
-        rag.load_pdfs(str(pdfs))
-    return rag
-
-
-def bbf_retrieve(rag) -> Retrieve:
-    """BBF 1.5's retrieval (dense, no scores); its PyPDFLoader pages are 0-based, so they are shifted to 1-based."""
-    def retrieve(question: str, k: int) -> list[Document]:
-        docs = rag.run_retrieval(question, k=k)
-        return [Document(page_content=d.page_content,
-                         metadata={**d.metadata, 'source': Path(str(d.metadata.get('source', ''))).name,
-                                   'page': int(d.metadata.get('page', -1)) + 1}) for d in docs]
-    return retrieve
