@@ -4,7 +4,8 @@
 Both frameworks keep the same module layout under their own package (``core.session``, ``platforms.websocket``,
 ``db``, ...) and the same names inside; what differs is the owner class (``Bot`` / ``Agent``), the payload actions
 (``bot_reply_*`` / ``agent_reply_*``), how a state goes on when no intent matched or a file was received, where a body
-reads the user's text and file, and the demo bot (``bots/rag_bot.py`` / ``bots/rag_agent.py``). Nothing here imports a framework until a name is used (the BAF host test asserts that ``besser`` stays out).
+reads the user's text and file, and the demo bot (``bots/rag_bot.py`` / ``bots/rag_agent.py``). Nothing here imports
+a framework until a name is used (the BAF host test asserts that ``besser`` stays out).
 """
 import importlib
 import importlib.util

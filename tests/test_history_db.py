@@ -1,5 +1,6 @@
-"""History with the framework's monitoring DB (BBF 1.5's, BAF 4.5's) on the real PostgreSQL: load from 20 sessions, a killed DB connection, a DB that is
-down from the start. No reply is lost and follow-ups use the session's own previous question (issue 13: F3, F4)."""
+"""History with the framework's monitoring DB (BBF 1.5's, BAF 4.5's) on the real PostgreSQL: load from 20 sessions, a
+killed DB connection, a DB that is down from the start. No reply is lost and follow-ups use the session's own previous
+question (issue 13: F3, F4)."""
 import threading
 import time
 import uuid

@@ -1,4 +1,5 @@
-"""Streaming over the websocket: a real bot of the installed framework (a BBF bot, a BAF agent) streams partial answers, then the final one with sources.
+"""Streaming over the websocket: a real bot of the installed framework (a BBF bot, a BAF agent) streams partial
+answers, then the final one with sources.
 
 The LLM is the real OpenAI client (langchain-openai) against the local FakeOpenAIServer, which streams one word per
 SSE chunk every ``stream_delay`` seconds.

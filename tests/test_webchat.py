@@ -239,8 +239,8 @@ def test_snippets_show_what_the_answer_took():
 # ---- a real bot and its web chat in a headless browser --------------------------------------------------------------
 @contextlib.contextmanager
 def running_webchat(setup: Callable[[Any, Any], None], log_file: Path) -> Iterator[tuple[Any, Any, int, str]]:
-    """Run a real bot of the installed framework (a BBF bot, a BAF agent) with the RAG web chat, websocket and UI on free
-    127.0.0.1 ports.
+    """Run a real bot of the installed framework (a BBF bot, a BAF agent) with the RAG web chat, websocket and UI on
+    free 127.0.0.1 ports.
 
     Yields ``(bot, platform, websocket port, UI url)`` once both accept connections.
     """
@@ -462,7 +462,8 @@ def test_web_chat_answers_with_sources_not_found_upload_and_streaming(browser, c
 
 
 def test_upload_payload_reaches_the_bot_and_is_ingested(corpus_store):
-    """The upload path without a browser: the framework's user_file payload -> file transition -> rag.add_file -> reply."""
+    """The upload path without a browser: the framework's user_file payload -> file transition -> rag.add_file ->
+    reply."""
     import base64
 
     def setup(bot, platform):
@@ -514,8 +515,8 @@ def test_use_rag_webchat_runs_our_app_with_the_framework_arguments(corpus_store)
     assert upload_limit_mb(bot) == 2.5
     command = streamlit_command('a_bot', 'localhost', 8765, '0.0.0.0', 5000, max_upload_mb=upload_limit_mb(bot))
     assert command[command.index('--server.maxUploadSize') + 1] == '3'  # whole MB: the RAG refuses the rest
-    assert platform.title == 'A bot' and use_rag_webchat(framework.new_owner('b'), title='Nimbus Notes guides').title == \
-        'Nimbus Notes guides'
+    assert platform.title == 'A bot'
+    assert use_rag_webchat(framework.new_owner('b'), title='Nimbus Notes guides').title == 'Nimbus Notes guides'
     assert shutil.which(command[0]) and APP_PATH.is_file()
 
 
