@@ -3,8 +3,9 @@
 
 Both frameworks keep the same module layout under their own package (``core.session``, ``platforms.websocket``,
 ``db``, ...) and the same names inside; what differs is the owner class (``Bot`` / ``Agent``), the payload actions
-(``bot_reply_*`` / ``agent_reply_*``), how a state goes on when no intent matched, and where a body reads the user's
-text. Nothing here imports a framework until a name is used (the BAF host test asserts that ``besser`` stays out).
+(``bot_reply_*`` / ``agent_reply_*``), how a state goes on when no intent matched or a file was received, where a body
+reads the user's text and file, and the demo bot (``bots/rag_bot.py`` / ``bots/rag_agent.py``). Nothing here imports
+a framework until a name is used (the BAF host test asserts that ``besser`` stays out).
 """
 import importlib
 import importlib.util
@@ -23,6 +24,17 @@ REPLY = 'bot_reply' if NAME == 'bbf' else 'agent_reply'
 REPLY_RAG = REPLY + '_rag'
 REPLY_STR = REPLY + '_str'
 REPLY_MARKDOWN = REPLY + '_markdown'
+REPLY_RAG_PARTIAL = REPLY_RAG + '_partial'
+"""str: the action of a streamed partial answer (``rag_plugin.channels.websocket``): the RAG answer's, ``_partial``."""
+
+DEMO_BOT = 'rag_bot' if NAME == 'bbf' else 'rag_agent'
+"""str: this framework's demo bot, ``bots/<DEMO_BOT>.py`` (BBF: the bot, BAF: the agent)."""
+
+DEMO_OWNER = 'bot' if NAME == 'bbf' else 'agent'
+"""str: the global that holds the demo script's bot (agent)."""
+
+DEMO_NO_UI = ('RAG_BOT_UI', '0') if NAME == 'bbf' else ('RAG_AGENT_UI', '0')
+"""tuple[str, str]: the environment variable, and its value, that run the demo without a UI (websocket only)."""
 
 
 def module(name: str) -> ModuleType:
@@ -52,6 +64,28 @@ def on_no_intent(state: Any, target: Any) -> None:
         state.when_no_intent_matched_go_to(target)
     else:
         state.when_no_intent_matched().go_to(target)
+
+
+def on_file(state: Any, target: Any) -> None:
+    """``state`` goes to ``target`` when the user sent a file (BBF: ``when_file_received_go_to``; BAF 4.5: the
+    transition builder)."""
+    if NAME == 'bbf':
+        state.when_file_received_go_to(target)
+    else:
+        state.when_file_received().go_to(target)
+
+
+def user_file(session: Any) -> Any:
+    """The file the user sent (BBF: ``session.file``; BAF: its event's file)."""
+    if NAME == 'bbf':
+        return session.file
+    return session.event.file
+
+
+def rag_host() -> Any:
+    """rag_plugin's host of this framework (``rag_plugin.host.BBF`` / ``BAF``)."""
+    from rag_plugin import host
+    return host.BBF if NAME == 'bbf' else host.BAF
 
 
 def user_text(session: Any) -> str:

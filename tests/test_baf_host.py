@@ -1,6 +1,7 @@
 """The plugin on the BESSER Agentic Framework 4.5 (package ``baf``): host detection, BAF's RAG API additions
-(``load_documents``, ``add_text``, ``is_empty``, ``clear``, ``session_scoped`` with a store factory) and a real agent
-answering over BAF's websocket platform. Runs in the BAF venv only (``make test-baf``)."""
+(``load_documents``, ``add_text``, ``is_empty``, ``clear``, ``session_scoped`` with a store factory). A real agent
+answering over BAF's websocket platform: tests/test_websocket_bot.py, which runs on both hosts. Runs in the BAF venv
+only (``make test-baf``)."""
 import contextlib
 import socket
 import sys
@@ -9,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BotClient, free_port
+from conftest import free_port
 
 pytestmark = pytest.mark.baf
 
@@ -85,7 +86,9 @@ def test_session_scoped_rags_each_get_their_own_store_from_the_factory(tmp_path,
 
 @contextlib.contextmanager
 def running_agent(setup):
-    """A real BAF agent with the websocket platform (no UI) on a free 127.0.0.1 port; yields ``(agent, port)``."""
+    """A real BAF agent with the websocket platform (no UI) on a free 127.0.0.1 port; yields ``(agent, port)``.
+
+    tests/test_baf_channels.py uses it (conftest's ``running_bot`` does the same for the installed framework)."""
     from baf.platforms import websocket
     agent = _agent()
     port = free_port()
@@ -107,39 +110,3 @@ def running_agent(setup):
         stopper = threading.Thread(target=agent.stop, daemon=True)
         stopper.start()
         stopper.join(10)
-
-
-def test_baf_agent_answers_over_websocket_with_sources(corpus_store):
-    from baf.core.session import Session
-
-    from rag_plugin import RAG, ExtractiveLLM, default_splitter
-
-    def setup(agent, platform):
-        ExtractiveLLM(agent)
-        RAG(agent, corpus_store, default_splitter(), 'extractive')
-        initial = agent.new_state('initial', initial=True)
-        answer = agent.new_state('answer')
-
-        def initial_body(session: Session) -> None:  # BAF checks a body's annotations
-            session.reply('Hi!')
-        initial.set_body(initial_body)
-        initial.when_no_intent_matched().go_to(answer)
-
-        def answer_body(session: Session) -> None:
-            platform.reply_rag(session, session.run_rag(session.event.message))
-        answer.set_body(answer_body)
-        answer.when_no_intent_matched().go_to(answer)
-
-    with running_agent(setup) as (agent, port):
-        client = BotClient(port)
-        try:
-            assert client.wait_for('agent_reply_str', timeout=30)['message'] == 'Hi!'
-            client.send('How long do deleted notes stay in the trash?')
-            message = client.wait_for('agent_reply_rag', timeout=60)['message']
-            assert '30 days' in message['answer'] and message['llm_name'] == 'extractive'
-            top = message['docs'][0]['metadata']
-            assert (top['source'], top['page']) == ('getting_started.pdf', 4)
-            assert message['sources'][0]['source'] == 'getting_started.pdf'
-            assert message['abstained'] is False
-        finally:
-            client.close()

@@ -11,6 +11,7 @@ import time
 import uuid
 from pathlib import Path
 
+import framework
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
@@ -73,7 +74,6 @@ def cache(**kwargs):
 
 
 # ---- hit and miss ----------------------------------------------------------------------------------------------------
-@pytest.mark.bbf
 def test_a_repeated_question_in_other_words_is_a_hit_with_the_stored_answer(make_rag, tmp_path):
     from rag_plugin.channels.events import last_rag_message, rag_outcome
     from rag_plugin._trace import format_record, read_trace
@@ -484,15 +484,14 @@ def test_a_missing_redis_package_is_one_clear_line(monkeypatch):
     assert '\n' not in str(raised.value)
 
 
-# ---- in a running BBF bot --------------------------------------------------------------------------------------------
-@pytest.mark.bbf
+# ---- in a running bot (agent) of the installed framework ------------------------------------------------------------
 def test_the_websocket_bot_answers_a_repeated_question_from_the_cache(corpus_store):
     def rag_factory(bot):
         return build_rag(corpus_store, bot=bot, cache=cache())
 
     with running_bot(lambda bot, platform: simple_rag_states(bot, platform, rag_factory)) as (bot, port):
         client = BotClient(port)
-        client.wait_for('bot_reply_str', timeout=30)
+        client.wait_for(framework.REPLY_STR, timeout=30)
         first = client.ask(TRASH)['message']
         second = client.ask(TRASH_TYPED)['message']
         client.close()
@@ -560,12 +559,13 @@ def test_changing_a_cached_message_does_not_change_the_entry(make_rag):
 
 @pytest.mark.parametrize('setting, backend', [(None, 'InProcessBackend'), ('off', None),
                                               ('redis://127.0.0.1:6379/0', 'RedisBackend')])
-@pytest.mark.bbf
 def test_the_demo_bot_has_the_cache_on_and_the_library_off(corpus_store_dir, tmp_path, monkeypatch, setting, backend):
+    """The installed framework's demo (bots/rag_bot.py on BBF, bots/rag_agent.py on BAF) turns the cache on in its
+    config file; the environment overrides it."""
     import runpy
     store = tmp_path / 'store'
     shutil.copytree(corpus_store_dir, store)
-    monkeypatch.setenv('RAG_BOT_UI', '0')
+    monkeypatch.setenv(*framework.DEMO_NO_UI)
     monkeypatch.setenv('RAG_PLUGIN_STORE', str(store))
     if setting is None:
         monkeypatch.delenv('RAG_PLUGIN_ANSWER_CACHE', raising=False)
@@ -574,7 +574,7 @@ def test_the_demo_bot_has_the_cache_on_and_the_library_off(corpus_store_dir, tmp
     if backend == 'RedisBackend':
         monkeypatch.setitem(sys.modules, 'redis', None)  # the extra missing: one warning line, in-process cache
         backend = 'InProcessBackend'
-    rag = runpy.run_path(str(ROOT / 'bots' / 'rag_bot.py'), run_name='rag_bot')['rag']
+    rag = runpy.run_path(str(ROOT / 'bots' / f'{framework.DEMO_BOT}.py'), run_name=framework.DEMO_BOT)['rag']
     assert (type(rag.cache.backend).__name__ if rag.cache is not None else None) == backend
 
 

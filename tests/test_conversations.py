@@ -2,6 +2,7 @@
 import time
 import uuid
 
+import framework
 import pytest
 from conftest import BotClient, RecordingChatModel, running_bot, simple_rag_states
 from helpers import build_rag
@@ -16,14 +17,13 @@ def _has_cache_limit(message: dict) -> bool:
 
 
 @pytest.mark.parametrize('rewrite', [True, False])
-@pytest.mark.bbf
 def test_follow_up_needs_rewriting_over_the_websocket_platform(corpus_store, rewrite):
     def rag_factory(bot):
         return build_rag(corpus_store, bot=bot, num_previous_messages=4, rewrite_queries=rewrite)
 
     with running_bot(lambda bot, platform: simple_rag_states(bot, platform, rag_factory)) as (bot, port):
         client = BotClient(port)
-        client.wait_for('bot_reply_str', timeout=30)
+        client.wait_for(framework.REPLY_STR, timeout=30)
         first = client.ask(FIRST)['message']
         assert first['query'] == FIRST and not first['abstained']
         second = client.ask(FOLLOW_UP)['message']
@@ -36,15 +36,14 @@ def test_follow_up_needs_rewriting_over_the_websocket_platform(corpus_store, rew
         assert not _has_cache_limit(second)  # the raw follow-up does not find the fragment
 
 
-@pytest.mark.bbf
 def test_concurrent_sessions_do_not_share_history(corpus_store):
     def rag_factory(bot):
         return build_rag(corpus_store, bot=bot, num_previous_messages=4)
 
     with running_bot(lambda bot, platform: simple_rag_states(bot, platform, rag_factory)) as (bot, port):
         alice, bob = BotClient(port), BotClient(port)
-        alice.wait_for('bot_reply_str', timeout=30)
-        bob.wait_for('bot_reply_str', timeout=30)
+        alice.wait_for(framework.REPLY_STR, timeout=30)
+        bob.wait_for(framework.REPLY_STR, timeout=30)
         alice.ask(FIRST)
         bob.ask('How are webhook deliveries signed?')
         alice_follow = alice.ask(FOLLOW_UP)['message']
@@ -55,11 +54,9 @@ def test_concurrent_sessions_do_not_share_history(corpus_store):
     assert 'webhook' in bob_follow['query'].lower() and 'offline' not in bob_follow['query'].lower()
 
 
-@pytest.mark.bbf
 def test_memory_history_is_bounded_per_session_and_gone_on_reset(make_rag):
-    from besser.bot.core.bot import Bot
-    from besser.bot.core.session import Session
-    bot = Bot('memory_test')
+    Session = framework.session_class()  # noqa: N806
+    bot = framework.new_owner('memory_test')
     rag = make_rag(bot=bot, max_history_turns=2)
     session = Session('s1', bot, None)
     for question in ('What is the API rate limit?', 'What is the API base URL?', 'What is the offline cache?'):
@@ -69,17 +66,15 @@ def test_memory_history_is_bounded_per_session_and_gone_on_reset(make_rag):
     assert isinstance(history[1].content, dict) and history[1].content['answer']
     other = Session('s2', bot, None)
     assert rag.history.get(other, 10) == []
-    fresh = Session('s1', bot, None)  # what BBF's reset does: a new Session object with the same id
+    fresh = Session('s1', bot, None)  # what a reset does (BBF, BAF): a new Session object with the same id
     assert rag.history.get(fresh, 10) == []
 
 
-@pytest.mark.bbf
 def test_rewrite_prompt_goes_to_the_llm_only_with_history_and_zero_disables(make_rag):
-    from besser.bot.core.bot import Bot
-    from besser.bot.core.session import Session
+    Session = framework.session_class()  # noqa: N806
     model = RecordingChatModel(responses=['The offline cache keeps notes on the device [1].',
                                           'How big can the offline cache get?', 'Up to 10 GB [1].'])
-    bot = Bot('rewrite_test')
+    bot = framework.new_owner('rewrite_test')
     rag = make_rag(model, bot=bot, num_previous_messages=4)
     session = Session('s1', bot, None)
     rag.run(session=session, message=FIRST)
@@ -130,9 +125,8 @@ FOLLOW_UPS = [
 
 def _second_turn(make_rag, first: str, second: str):
     """The answer to ``second``, asked after ``first`` in the same chat (offline rewriter)."""
-    from besser.bot.core.bot import Bot
-    from besser.bot.core.session import Session
-    bot = Bot('standalone_test')
+    Session = framework.session_class()  # noqa: N806
+    bot = framework.new_owner('standalone_test')
     rag = make_rag(bot=bot, num_previous_messages=4)
     session = Session('s1', bot, None)
     rag.run(session=session, message=first)
@@ -140,13 +134,11 @@ def _second_turn(make_rag, first: str, second: str):
 
 
 @pytest.mark.parametrize('first, question', STANDALONE_AFTER_UNRELATED)
-@pytest.mark.bbf
 def test_a_standalone_question_after_an_unrelated_turn_is_searched_as_asked(make_rag, first, question):
     assert _second_turn(make_rag, first, question).query == question
 
 
 @pytest.mark.parametrize('first, follow_up, carried', FOLLOW_UPS)
-@pytest.mark.bbf
 def test_a_follow_up_is_completed_with_the_previous_question(make_rag, first, follow_up, carried):
     query = _second_turn(make_rag, first, follow_up).query
     assert query.startswith(follow_up) and carried.lower() in query[len(follow_up):].lower()
@@ -156,7 +148,6 @@ def test_a_follow_up_is_completed_with_the_previous_question(make_rag, first, fo
     ('How many words can a single note hold?', 'What should I do with longer material?', 'note'),
     ('What is the API rate limit?', 'which headers tell me how close i am', 'limit'),
 ])
-@pytest.mark.bbf
 def test_a_follow_up_that_finds_nothing_as_asked_is_searched_again_completed(make_rag, first, follow_up, carried):
     """Nothing in these says they depend on the conversation, but searched as asked they find nothing."""
     result = _second_turn(make_rag, first, follow_up)
@@ -175,11 +166,10 @@ def pg_schema():
     conn.close()
 
 
-@pytest.mark.bbf
-def test_history_from_bbf_monitoring_db_on_postgresql(corpus_store, pg_schema):
-    """BBF 1.5's MonitoringDB stores the dialogue; for a session the RAG's memory does not know (the same chat after a
-    restart), the next prompt holds the previous RAG answer read back from it."""
-    from besser.bot import db
+def test_history_from_the_monitoring_db_on_postgresql(corpus_store, pg_schema):
+    """The framework's MonitoringDB (BBF 1.5's, BAF 4.5's) stores the dialogue; for a session the RAG's memory does not
+    know (the same chat after a restart), the next prompt holds the previous RAG answer read back from it."""
+    db = framework.module('db')
     conn, schema = pg_schema
     model = RecordingChatModel(responses=['The offline cache keeps your notes on the device [1].',
                                           'How big can the offline cache get?', 'It can grow to 10 GB [1].'])
@@ -201,13 +191,15 @@ def test_history_from_bbf_monitoring_db_on_postgresql(corpus_store, pg_schema):
                      properties=properties) as (bot, port):
         assert bot._monitoring_db.connected
         client = BotClient(port)
-        client.wait_for('bot_reply_str', timeout=30)
+        client.wait_for(framework.REPLY_STR, timeout=30)
         client.ask(FIRST)
         deadline = time.monotonic() + 20
         while not rag_answers() and time.monotonic() < deadline:  # BBF inserts from a background thread
             time.sleep(0.1)
         stored = rag_answers()
-        assert len(stored) == 1 and '"answer": "The offline cache keeps your notes on the device [1]."' in stored[0]
+        # the answer as the framework writes it (BBF: JSON, BAF: the dict's repr)
+        assert len(stored) == 1 and 'The offline cache keeps your notes on the device [1].' in stored[0]
+        assert any(f'{q}answer{q}: {q}The offline cache' in stored[0] for q in '"\'')
         session = next(iter(bot._sessions.values()))
         assert len(rags[0].history.get(session, 10)) == 2  # the memory holds the turn: it is the history
         rags[0].history.clear(session)  # as after a restart: only the DB knows the conversation

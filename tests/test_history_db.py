@@ -1,9 +1,11 @@
-"""History with BBF's monitoring DB on the real PostgreSQL: load from 20 sessions, a killed DB connection, a DB that is
-down from the start. No reply is lost and follow-ups use the session's own previous question (issue 13: F3, F4)."""
+"""History with the framework's monitoring DB (BBF 1.5's, BAF 4.5's) on the real PostgreSQL: load from 20 sessions, a
+killed DB connection, a DB that is down from the start. No reply is lost and follow-ups use the session's own previous
+question (issue 13: F3, F4)."""
 import threading
 import time
 import uuid
 
+import framework
 import pytest
 from conftest import BotClient, free_port, running_bot, simple_rag_states
 from helpers import build_rag
@@ -34,7 +36,9 @@ def kill_connections(admin, name: str) -> int:
 
 
 def monitoring(name: str, port: int = 5432) -> dict:
-    from besser.bot import db
+    """The properties of a monitoring DB ``name`` on the local PostgreSQL (the same names on BBF and BAF; their keys
+    differ: ``db.monitoring`` / ``db.monitoring.enabled``)."""
+    db = framework.module('db')
     return {db.DB_MONITORING: True, db.DB_MONITORING_DIALECT: 'postgresql', db.DB_MONITORING_HOST: '127.0.0.1',
             db.DB_MONITORING_PORT: port, db.DB_MONITORING_USERNAME: 'root', db.DB_MONITORING_PASSWORD: '',
             db.DB_MONITORING_DATABASE: name}
@@ -67,7 +71,6 @@ def chat_rows(admin, name: str) -> int:
         conn.close()
 
 
-@pytest.mark.bbf
 def test_twenty_concurrent_sessions_with_the_monitoring_db(corpus_store, pg_database):
     """Each session asks about two subjects, then an elliptic follow-up: it must carry the second subject."""
     admin, name = pg_database
@@ -84,7 +87,7 @@ def test_twenty_concurrent_sessions_with_the_monitoring_db(corpus_store, pg_data
         for attempt in range(6):
             client = BotClient(port)
             try:
-                client.wait_for('bot_reply_str', timeout=120)
+                client.wait_for(framework.REPLY_STR, timeout=120)
                 return client
             except ConnectionClosedError:
                 time.sleep(0.2 * (attempt + 1))
@@ -110,7 +113,7 @@ def test_twenty_concurrent_sessions_with_the_monitoring_db(corpus_store, pg_data
         # BBF shares one DB connection between its writer threads, so under this load it may lose its own writes
         # (seen in CI: not one chat row). What the RAG owes it: after the load, BBF's next turn is written
         late = BotClient(port)
-        late.wait_for('bot_reply_str', timeout=60)
+        late.wait_for(framework.REPLY_STR, timeout=60)
         late.ask(CACHE)
         deadline = time.monotonic() + 20
         while chat_rows(admin, name) == 0 and time.monotonic() < deadline:
@@ -124,7 +127,6 @@ def test_twenty_concurrent_sessions_with_the_monitoring_db(corpus_store, pg_data
     assert chat_rows(admin, name) > 0  # BBF writes to the DB after the load
 
 
-@pytest.mark.bbf
 def test_a_killed_db_connection_costs_no_reply(corpus_store, pg_database):
     admin, name = pg_database
     rags = []
@@ -132,7 +134,7 @@ def test_a_killed_db_connection_costs_no_reply(corpus_store, pg_database):
                      name='pg_kill_bot', properties=monitoring(name)) as (bot, port):
         assert bot._monitoring_db.connected
         alice = BotClient(port)
-        alice.wait_for('bot_reply_str', timeout=30)
+        alice.wait_for(framework.REPLY_STR, timeout=30)
         alice.ask(WEBHOOK)
         alice.ask(CACHE)
         time.sleep(0.5)  # let BBF's threads write
@@ -143,10 +145,9 @@ def test_a_killed_db_connection_costs_no_reply(corpus_store, pg_database):
         assert_follow_up_of(alice.ask(FOLLOW_UP)['message'], WEBHOOK)
         # A session the memory does not know (the same chat after a restart) is read from the DB, over the history's
         # own pooled connection, which was killed too and is replaced
-        from besser.bot.core.session import Session
         known = next(iter(bot._sessions.values()))
         kill_connections(admin, name)
-        history = rags[0].history.get(Session(known.id, bot, known.platform), 10)
+        history = rags[0].history.get(framework.session_class()(known.id, bot, known.platform), 10)
         assert [m.content for m in history if m.is_user][:2] == [WEBHOOK, CACHE]
         # BBF's own connection, dropped, refused new sessions until a restart; the RAG's turns let it reconnect. BBF
         # notices the drop only when it next uses the connection, so a session opened before any RAG turn since the
@@ -154,11 +155,11 @@ def test_a_killed_db_connection_costs_no_reply(corpus_store, pg_database):
         from websockets.exceptions import ConnectionClosedError
         try:
             bob = BotClient(port)
-            greeting = bob.wait_for('bot_reply_str', timeout=30)
+            greeting = bob.wait_for(framework.REPLY_STR, timeout=30)
         except ConnectionClosedError:
             alice.ask(CACHE)
             bob = BotClient(port)
-            greeting = bob.wait_for('bot_reply_str', timeout=30)
+            greeting = bob.wait_for(framework.REPLY_STR, timeout=30)
         assert greeting['message'] == 'Hi!'
         bob.ask(CACHE)
         assert_follow_up_of(bob.ask(FOLLOW_UP)['message'], CACHE)
@@ -170,15 +171,14 @@ def test_a_killed_db_connection_costs_no_reply(corpus_store, pg_database):
         bob.close()
 
 
-@pytest.mark.bbf
 def test_a_monitoring_db_down_from_the_start(corpus_store):
     rags = []
     with running_bot(lambda bot, platform: simple_rag_states(bot, platform, extractive_rag(corpus_store, rags)),
                      name='pg_down_bot', properties=monitoring('test', port=free_port())) as (bot, port):
         assert not bot._monitoring_db.connected
         alice, bob = BotClient(port), BotClient(port)
-        alice.wait_for('bot_reply_str', timeout=30)
-        bob.wait_for('bot_reply_str', timeout=30)
+        alice.wait_for(framework.REPLY_STR, timeout=30)
+        bob.wait_for(framework.REPLY_STR, timeout=30)
         alice.ask(CACHE)
         bob.ask(WEBHOOK)
         assert_follow_up_of(alice.ask(FOLLOW_UP)['message'], CACHE)
@@ -187,14 +187,12 @@ def test_a_monitoring_db_down_from_the_start(corpus_store):
         bob.close()
 
 
-@pytest.mark.bbf
 def test_db_errors_fall_back_to_memory_and_are_logged_once_per_kind(make_rag, caplog):
     """A DB that is configured and 'connected' but whose reads fail: the history is the RAG's memory."""
-    from besser.bot import db
-    from besser.bot.core.bot import Bot
-    from besser.bot.core.session import Session
     from sqlalchemy import create_engine
-    bot = Bot('broken_db_bot')
+    db = framework.module('db')
+    Session = framework.session_class()  # noqa: N806
+    bot = framework.new_owner('broken_db_bot')
     bot.set_property(db.DB_MONITORING, True)
     broken = type('BrokenDB', (), {})()
     broken.connected = True

@@ -2,6 +2,7 @@
 import json
 import re
 
+import framework
 import pytest
 from conftest import BotClient, RecordingChatModel, running_bot, simple_rag_states
 from fake_openai_server import FakeOpenAIServer
@@ -95,7 +96,6 @@ def test_a_missing_store_gives_a_clear_answer_not_an_exception(make_rag):
     assert result.abstained and result.degraded and 'right now' in result.answer
 
 
-@pytest.mark.bbf
 def test_generation_faults_through_the_websocket_bot(corpus_store):
     """429 then success, 500 x N, a hanging response and a malformed body: the user always gets an answer."""
     from rag_plugin import openai_llm
@@ -115,7 +115,7 @@ def test_generation_faults_through_the_websocket_bot(corpus_store):
         question = 'How long do deleted notes stay in the trash?'
         with running_bot(lambda bot, platform: simple_rag_states(bot, platform, rag_factory)) as (bot, port):
             client = BotClient(port)
-            client.wait_for('bot_reply_str', timeout=30)
+            client.wait_for(framework.REPLY_STR, timeout=30)
 
             server.faults[:] = [429]  # transient, then success
             message = client.ask(question)['message']

@@ -5,6 +5,7 @@ import shutil
 import threading
 import time
 
+import framework
 import pytest
 from conftest import ROOT, BotClient, running_bot, simple_rag_states
 from fake_openai_server import FakeOpenAIServer
@@ -21,11 +22,11 @@ def local_client(rag) -> TestClient:
 
 
 # ---- bounded, valid input (F7, F1/F2) --------------------------------------------------------------------------------
-@pytest.mark.bbf
 def test_long_and_invalid_questions_over_the_websocket_bot(corpus_store, tmp_path):
     """A 1 MB message is answered from its first 4,000 characters (noted in the trace); a lone surrogate is answered
-    and traced; a message over the bot's websocket.max_size closes that connection (BBF's limit, set by property)."""
-    from besser.bot.platforms import websocket
+    and traced; a message over the bot's websocket.max_size closes that connection (the framework's limit, set by
+    property)."""
+    websocket = framework.module('platforms.websocket')
     from websockets.exceptions import ConnectionClosedError
 
     from rag_plugin._trace import read_trace
@@ -37,7 +38,7 @@ def test_long_and_invalid_questions_over_the_websocket_bot(corpus_store, tmp_pat
     with running_bot(lambda bot, platform: simple_rag_states(bot, platform, rag_factory),
                      properties={websocket.WEBSOCKET_MAX_SIZE: 2_000_000}) as (bot, port):
         client = BotClient(port)
-        client.wait_for('bot_reply_str', timeout=30)
+        client.wait_for(framework.REPLY_STR, timeout=30)
         surrogate = client.ask('\ud800 ' + QUESTION)['message']
         assert '600 requests per minute' in surrogate['answer'] and surrogate['question'] == '\ufffd ' + QUESTION
         long = client.ask(QUESTION + ' ' + 'x' * 1_000_000, timeout=120)['message']
@@ -45,10 +46,10 @@ def test_long_and_invalid_questions_over_the_websocket_bot(corpus_store, tmp_pat
         assert long['note'] == 'question too long: only its first 4000 of 1000028 characters were used'
         assert long['answer'] and not long['degraded']  # a reply (no direct answer: 'xxx...' is no word of the documents)
         too_big = BotClient(port)
-        too_big.wait_for('bot_reply_str', timeout=30)
+        too_big.wait_for(framework.REPLY_STR, timeout=30)
         too_big.send('y' * 3_000_000)
         with pytest.raises(ConnectionClosedError) as closed:
-            too_big.wait_for('bot_reply_rag', timeout=30)
+            too_big.wait_for(framework.REPLY_RAG, timeout=30)
         assert closed.value.rcvd.code == 1009  # message too big
         assert '600 requests per minute' in client.ask(QUESTION)['message']['answer']  # the others go on
         client.close()
@@ -253,19 +254,15 @@ def test_black_hole_llm_degrades_within_the_deadline_then_the_breaker_skips_it(c
     assert breaker.transitions == ['closed', 'open', 'half_open', 'open', 'half_open', 'closed']
 
 
-@pytest.mark.bbf
 def test_follow_up_rewrite_shares_the_deadline(corpus_store, tmp_path):
-    from besser.bot.core.bot import Bot
-    from besser.bot.core.session import Session
-
     from rag_plugin._trace import read_trace
     trace = tmp_path / 'trace.jsonl'
     with FakeOpenAIServer() as server:
         server.responder = lambda request: 'The offline cache keeps notes on the device [1].'
-        bot = Bot('deadline_test')
+        bot = framework.new_owner('deadline_test')
         rag = _openai_rag(corpus_store, server, bot, answer_deadline=2.0, breaker_failures=0,
                           num_previous_messages=4, trace_file=str(trace))
-        session = Session('s1', bot, None)
+        session = framework.session_class()('s1', bot, None)
         assert not rag.run(session=session, message='What is the offline cache?').degraded
         server.fail_always = 'blackhole'
         server.requests.clear()

@@ -1,8 +1,10 @@
-"""Streaming over the websocket: a real BBF bot streams partial answers, then the final one with sources.
+"""Streaming over the websocket: a real bot of the installed framework (a BBF bot, a BAF agent) streams partial
+answers, then the final one with sources.
 
 The LLM is the real OpenAI client (langchain-openai) against the local FakeOpenAIServer, which streams one word per
 SSE chunk every ``stream_delay`` seconds.
 """
+import framework
 import pytest
 from conftest import BotClient, running_bot, simple_rag_states
 from fake_openai_server import FakeOpenAIServer
@@ -34,13 +36,15 @@ def ask_streaming(port: int, question: str, timeout: float = 90) -> tuple[list[s
     """Ask in a new session; return the partial answers received before the final answer, and the final message."""
     client = BotClient(port)
     try:
-        client.wait_for('bot_reply_str', timeout=30)  # the greeting
+        client.wait_for(framework.REPLY_STR, timeout=30)  # the greeting
         mark = len(client.received)
         client.send(question)
-        final = client.wait_for('bot_reply_rag', timeout=timeout, after=mark)
+        final = client.wait_for(framework.REPLY_RAG, timeout=timeout, after=mark)
         end = client.received.index(final)
-        partials = [p['message']['answer'] for p in client.received[mark:end] if p['action'] == PARTIAL_ACTION]
-        assert all(p['action'] in (PARTIAL_ACTION, 'bot_reply_rag') for p in client.received[mark:end + 1])
+        partials = [p['message']['answer'] for p in client.received[mark:end]
+                    if p['action'] == framework.REPLY_RAG_PARTIAL]
+        assert all(p['action'] in (framework.REPLY_RAG_PARTIAL, framework.REPLY_RAG)
+                   for p in client.received[mark:end + 1])
         return partials, final['message']
     finally:
         client.close()
@@ -53,7 +57,6 @@ def llm_server():
         yield server
 
 
-@pytest.mark.bbf
 def test_partials_grow_into_the_final_answer_with_sources(corpus_store, llm_server):
     llm_server.stream_delay = 0.05
     with running_bot(lambda bot, platform: streaming_states(bot, platform, openai_rag(corpus_store, llm_server))
@@ -73,7 +76,6 @@ def test_partials_grow_into_the_final_answer_with_sources(corpus_store, llm_serv
     assert final['docs'][0]['metadata']['page'] == 4
 
 
-@pytest.mark.bbf
 def test_a_fast_stream_still_sends_two_partials(corpus_store, llm_server):
     llm_server.stream_delay = 0  # every piece arrives within the throttle interval
     with running_bot(lambda bot, platform: streaming_states(bot, platform, openai_rag(corpus_store, llm_server))
@@ -83,7 +85,6 @@ def test_a_fast_stream_still_sends_two_partials(corpus_store, llm_server):
     assert all(final['answer'].startswith(partial.rstrip()) for partial in partials)
 
 
-@pytest.mark.bbf
 def test_extractive_answers_and_abstentions_arrive_whole(corpus_store):
     def factory(bot):
         return build_rag(corpus_store, bot=bot)
@@ -99,7 +100,6 @@ def test_extractive_answers_and_abstentions_arrive_whole(corpus_store):
         assert final['abstained'] is True and final['docs'] == []
 
 
-@pytest.mark.bbf
 def test_a_stream_that_breaks_ends_with_the_degraded_fallback(corpus_store, llm_server, monkeypatch):
     monkeypatch.setenv('RAG_PLUGIN_GROUNDING', 'off')  # partials are then the raw text: two words before each break
     llm_server.stream_delay = 0.05
@@ -114,7 +114,6 @@ def test_a_stream_that_breaks_ends_with_the_degraded_fallback(corpus_store, llm_
     assert final['sources'] and final['sources'][0]['source'] == 'getting_started.pdf'
 
 
-@pytest.mark.bbf
 def test_with_the_check_on_a_stream_shows_only_checked_sentences(corpus_store, llm_server):
     llm_server.responder = lambda body: ('Deleted notes stay in the trash for 30 days [1]. Nimbus also keeps every '
                                          'deleted note on tape in a vault in Iceland for ten years [1]. You can '
@@ -169,10 +168,14 @@ def test_partial_sender_never_raises_into_the_stream():
     assert sender.sent == 0
 
 
-@pytest.mark.bbf
-def test_partial_payload_is_bbf_json():
+def test_partial_payload_is_the_framework_json():
     import json
 
-    from besser.bot.platforms.payload import PayloadEncoder
-    assert json.loads(json.dumps(partial_payload('So far'), cls=PayloadEncoder)) == {
-        'action': 'bot_reply_rag_partial', 'message': {'answer': 'So far'}}
+    from rag_plugin.channels.websocket import partial_action
+    encoder = framework.module('platforms.payload').PayloadEncoder
+    assert partial_action(framework.rag_host()) == framework.REPLY_RAG_PARTIAL
+    encoded = json.loads(json.dumps(partial_payload('So far', framework.rag_host()), cls=encoder))
+    assert (encoded['action'], encoded['message']) == (framework.REPLY_RAG_PARTIAL, {'answer': 'So far'})
+    assert set(encoded) <= {'action', 'message', 'history', 'message_id', 'timestamp'}  # BAF adds the last three
+    if framework.NAME == 'bbf':  # without a host, the payload is BBF's (the default)
+        assert json.loads(json.dumps(partial_payload('So far'), cls=encoder))['action'] == PARTIAL_ACTION

@@ -5,6 +5,7 @@ import gc
 import json
 import time
 
+import framework
 import pytest
 from conftest import BotClient, ChatSession, RecordingChatModel, running_bot
 from fastapi.testclient import TestClient
@@ -240,13 +241,11 @@ def test_the_uploads_setting_is_read_from_the_bot_and_checked(make_rag, monkeypa
         make_rag()
 
 
-# ---- over the websocket, as BBF calls it -----------------------------------------------------------------------------
-@pytest.mark.bbf
+# ---- over the websocket, as the framework calls it -------------------------------------------------------------------
 def test_websocket_sessions_never_see_each_others_uploads(corpus_store):
-    """Two chat sessions of one bot; the state body calls ``rag.add_file(session.file)``, BBF's call shape."""
+    """Two chat sessions of one bot (agent); the state body calls ``rag.add_file(file)`` with the framework's file
+    (BBF: ``session.file``, BAF: ``session.event.file``), without the session: the plugin finds it."""
     import base64
-
-    from besser.bot.core.session import Session
 
     from rag_plugin.channels.webchat import describe_ingestion
     rags = []
@@ -254,6 +253,7 @@ def test_websocket_sessions_never_see_each_others_uploads(corpus_store):
     def setup(bot, platform):
         rag = build_rag(corpus_store, bot=bot)
         rags.append(rag)
+        Session = framework.session_class()  # noqa: N806
         initial, answer, upload = bot.new_state('initial', initial=True), bot.new_state('answer'), \
             bot.new_state('upload')
 
@@ -261,31 +261,31 @@ def test_websocket_sessions_never_see_each_others_uploads(corpus_store):
             session.reply('Hi!')
 
         def answer_body(session: Session) -> None:
-            platform.reply_rag(session, session.run_rag())
+            platform.reply_rag(session, framework.run_rag(session))
 
         def upload_body(session: Session) -> None:
-            session.reply(describe_ingestion(rag.add_file(session.file)))
+            session.reply(describe_ingestion(rag.add_file(framework.user_file(session))))
         for state, body in ((initial, initial_body), (answer, answer_body), (upload, upload_body)):
             state.set_body(body)
-            state.when_no_intent_matched_go_to(answer)
-            state.when_file_received_go_to(upload)
+            framework.on_no_intent(state, answer)
+            framework.on_file(state, upload)
 
     with running_bot(setup) as (bot, port):
         a, b = BotClient(port), BotClient(port)
         try:
-            a.wait_for('bot_reply_str', timeout=30)
-            b.wait_for('bot_reply_str', timeout=30)
+            a.wait_for(framework.REPLY_STR, timeout=30)
+            b.wait_for(framework.REPLY_STR, timeout=30)
             mark = len(a.received)
             file_json = json.dumps({'name': 'refund_desk.md', 'type': 'text/markdown',
                                     'base64': base64.b64encode(PLANTED.encode()).decode()})
             a.ws.send(json.dumps({'action': 'user_file', 'message': file_json}))
-            assert a.wait_for('bot_reply_str', timeout=60, after=mark)['message'].startswith('Added refund_desk.md')
+            assert a.wait_for(framework.REPLY_STR, timeout=60, after=mark)['message'].startswith('Added refund_desk.md')
             for question in PHRASINGS[:3]:
                 assert_never_sees_the_upload(b.ask(question)['message'])
             message = a.ask(QUESTION)['message']
             assert 'QX-7731' in message['answer'] and message['sources'][0]['source'] == 'refund_desk.md'
-            a.ws.send(json.dumps({'action': 'reset', 'message': None}))  # BBF's "new conversation"
-            a.wait_for('bot_reply_str', timeout=30, after=len(a.received))
+            a.ws.send(json.dumps({'action': 'reset', 'message': None}))  # the framework's "new conversation"
+            a.wait_for(framework.REPLY_STR, timeout=30, after=len(a.received))
             assert_never_sees_the_upload(a.ask(QUESTION)['message'])
         finally:
             a.close()

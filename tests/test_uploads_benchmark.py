@@ -65,7 +65,7 @@ def test_the_probes_see_the_process_and_its_children():
     assert status_kb(child.pid, 'VmRSS') == 0
 
 
-@pytest.mark.bbf
+@pytest.mark.bbf  # benchmarks/load.py's bare bot is a BBF bot (the benchmark measures BBF alone against the plugin)
 def test_an_upload_reaches_a_bbf_bot_over_the_websocket():
     with tempfile.TemporaryDirectory(prefix='rag_upl_test_') as workdir:
         bot = BotProcess('bare', workdir, 'data/pdfs', max_seconds=120).start(timeout=120)
