@@ -345,7 +345,7 @@ def remember(session: Optional['Session'], result: RAGMessage) -> None:
     """Keep the reply as the session's last RAG message (:data:`LAST_RAG_MESSAGE_KEY`), for the outcome events of
     :mod:`rag_plugin.channels.events`."""
     if session is not None and hasattr(session, 'set'):
-        session.set(LAST_RAG_MESSAGE_KEY, result)
+        session.set(LAST_RAG_MESSAGE_KEY, host_of_session(session).session_value(result))
 
 
 __all__ = ['AnswerPipeline', 'Exit', 'LAST_RAG_MESSAGE_KEY', 'Question', 'SCOPE_KEY', 'STORE_UNAVAILABLE_ANSWER',

@@ -156,6 +156,26 @@ class RAGMessage:
                    grounding=data.get('grounding'))
 
 
+class SessionRAGMessage(dict):
+    """A :class:`RAGMessage` as a session keeps it where the framework saves session variables as JSON: BAF 4.5 writes
+    every ``session.set`` to its monitoring DB with ``json.dumps``, and a ``RAGMessage`` stopped every later variable
+    of the session from being saved. It is the message's ``to_dict()`` (what is saved) and reads as the message
+    (``.answer``, ``.outcome``, ``.sources``...); ``rag_message`` is the message itself.
+
+    Attributes:
+        rag_message (RAGMessage): the message
+    """
+
+    def __init__(self, message: 'RAGMessage'):
+        super().__init__(json.loads(json.dumps(message.to_dict(), default=str)))
+        self.rag_message = message
+
+    def __getattr__(self, name: str):
+        if name == 'rag_message':  # not set yet (copy, pickle): no recursion
+            raise AttributeError(name)
+        return getattr(self.rag_message, name)
+
+
 def abstention(llm_name: str, question: str, answer: str, outcome: str = NOT_FOUND, query: Optional[str] = None,
                note: Optional[str] = None) -> RAGMessage:
     """The reply of a run that shows nothing from the documents: ``not_found`` (they do not answer; ``answer`` is the

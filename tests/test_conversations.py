@@ -1,4 +1,5 @@
 """Conversations: history with or without a database, follow-up rewriting, per-turn retrieval."""
+import json
 import time
 import uuid
 
@@ -205,6 +206,14 @@ def test_history_from_the_monitoring_db_on_postgresql(corpus_store, pg_schema):
         rags[0].history.clear(session)  # as after a restart: only the DB knows the conversation
         second = client.ask(FOLLOW_UP)['message']
         client.close()
+        if framework.NAME == 'baf':  # BAF saves the session's variables as JSON at every set: the last answer too
+            from rag_plugin import LAST_RAG_MESSAGE_KEY
+            cursor = conn.cursor()
+            cursor.execute(f'SELECT variables FROM {schema}.session')
+            [(variables,)] = cursor.fetchall()
+            saved = json.loads(variables)[LAST_RAG_MESSAGE_KEY]
+            assert saved['answer'] == second['answer'] and saved['outcome'] == 'answer'
+            assert session.get(LAST_RAG_MESSAGE_KEY).outcome == 'answer'  # and reads as the message
     answer_prompt = model.calls[-1]
     assert 'Assistant: The offline cache keeps your notes on the device [1].' in answer_prompt
     assert 'User: What is the offline cache?' in answer_prompt

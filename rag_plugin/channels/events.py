@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import uuid
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from rag_plugin._pipeline import LAST_RAG_MESSAGE_KEY
@@ -98,6 +99,7 @@ def last_rag_message(session: Session) -> Optional[RAGMessage]:
         session (Session): the user session
     """
     message = session.get(LAST_RAG_MESSAGE_KEY)
+    message = getattr(message, 'rag_message', message)  # BAF keeps it JSON-safe (SessionRAGMessage)
     return message if isinstance(message, RAGMessage) else None
 
 
@@ -130,15 +132,21 @@ def _fresh_message(session: Session) -> Optional[RAGMessage]:
     if _dispatching_user_input(session):
         return None
     message = last_rag_message(session)
-    if message is None or session.get(_HANDLED_KEY) is message:
+    if message is None or session.get(_HANDLED_KEY) == _token(message):
         return None
     return message
+
+
+def _token(message: RAGMessage) -> str:
+    """The message's mark in the session once an event used it: a string (BAF saves session variables as JSON), the
+    same for the message's life."""
+    return message.__dict__.setdefault('_event_token', uuid.uuid4().hex)
 
 
 def _fire(session: Session, message: RAGMessage, condition: bool) -> bool:
     """Return ``condition``; when true, mark the answer as used so it triggers no other transition."""
     if condition:
-        session.set(_HANDLED_KEY, message)
+        session.set(_HANDLED_KEY, _token(message))
     return condition
 
 

@@ -21,6 +21,12 @@ class BAFHost(FrameworkHost):
         """BAF keeps no ``session.message``: the message of the last event, when it carried one."""
         return getattr(getattr(session, 'event', None), 'message', None)
 
+    def session_value(self, message: Any) -> Any:
+        """BAF saves every session variable with ``json.dumps`` (its monitoring DB): the message's JSON-safe form,
+        which reads as the message (:class:`~rag_plugin.message.SessionRAGMessage`)."""
+        from rag_plugin.message import SessionRAGMessage
+        return SessionRAGMessage(message)
+
     def prepare(self, owner: Any) -> None:
         """BAF starts its own UI as the command ``streamlit`` too: make it findable (see
         :func:`~rag_plugin.host.bbf.ensure_streamlit_on_path`)."""

@@ -172,6 +172,11 @@ class Host:
         attributes = vars(platform)
         return attributes.get('_bot') or attributes.get('_agent')
 
+    def session_value(self, message: Any) -> Any:
+        """What the session keeps of its last RAG message (:data:`~rag_plugin.rag.LAST_RAG_MESSAGE_KEY`): the message
+        itself, unless the framework saves session variables as JSON (BAF)."""
+        return message
+
     # ---- the state machine --------------------------------------------------------------------------------------
     def dispatching_user_input(self, session: Any) -> bool:
         """Whether the framework is dispatching a new user message or file to the session (no body ran yet): BBF's
