@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
 from baf.core.agent import Agent  # noqa: E402
 from baf.core.session import Session  # noqa: E402
+from baf.library.transition.events.base_events import ReceiveJSONEvent  # noqa: E402
 from baf.platforms import websocket  # noqa: E402
 
 from rag_plugin import (LAST_RAG_MESSAGE_KEY, RAG, RAGMessage, default_llm, default_splitter,  # noqa: E402
@@ -85,7 +86,8 @@ def initial_body(session: Session) -> None:
 
 def rag_body(session: Session) -> None:
     message = session.event.message  # BAF keeps the user's message on the event that moved the agent here
-    if not isinstance(message, str):  # a JSON payload's message may be any value
+    json_object = isinstance(session.event, ReceiveJSONEvent) and not session.event.contains_message
+    if json_object or not isinstance(message, str):  # a JSON payload's message may be any value
         session.set(LAST_RAG_MESSAGE_KEY, None)  # no RAG answer this turn: no outcome event fires
         session.reply(TEXT_ONLY)
         return
@@ -123,6 +125,7 @@ clarify_state.set_body(clarify_body)
 upload_state.set_body(upload_body)
 for state in (initial_state, rag_state, clarify_state, upload_state):
     state.when_no_intent_matched().go_to(rag_state)
+    state.when_event(ReceiveJSONEvent()).go_to(rag_state)  # a JSON object as the message: asked for text there
     state.when_file_received().go_to(upload_state)
 
 if __name__ == '__main__':
