@@ -2,15 +2,10 @@
 (``load_documents``, ``add_text``, ``is_empty``, ``clear``, ``session_scoped`` with a store factory). A real agent
 answering over BAF's websocket platform: tests/test_websocket_bot.py, which runs on both hosts. Runs in the BAF venv
 only (``make test-baf``)."""
-import contextlib
-import socket
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
-from conftest import free_port
 
 pytestmark = pytest.mark.baf
 
@@ -82,31 +77,3 @@ def test_session_scoped_rags_each_get_their_own_store_from_the_factory(tmp_path,
     first.add_text('The Zorblax reactor is refuelled every 17 days.', {'source_id': 'reactor'})
     assert not first.is_empty() and second.is_empty()
     assert second.run('How often is the Zorblax reactor refuelled?').abstained
-
-
-@contextlib.contextmanager
-def running_agent(setup):
-    """A real BAF agent with the websocket platform (no UI) on a free 127.0.0.1 port; yields ``(agent, port)``.
-
-    tests/test_baf_channels.py uses it (conftest's ``running_bot`` does the same for the installed framework)."""
-    from baf.platforms import websocket
-    agent = _agent()
-    port = free_port()
-    agent.set_property(websocket.WEBSOCKET_HOST, '127.0.0.1')
-    agent.set_property(websocket.WEBSOCKET_PORT, port)
-    platform = agent.use_websocket_platform(use_ui=False)
-    setup(agent, platform)
-    agent.run(sleep=False)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(('127.0.0.1', port), timeout=1):
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError('the agent did not start listening')
-            time.sleep(0.1)
-        yield agent, port
-    finally:
-        stopper = threading.Thread(target=agent.stop, daemon=True)
-        stopper.start()
-        stopper.join(10)

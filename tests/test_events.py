@@ -168,7 +168,7 @@ def test_events_and_outcome(fields, outcome, true_events):
     assert {name for name in names if getattr(events, name)(session_with(message), {})} == true_events
 
 
-@pytest.mark.bbf  # BBF's event template: BBF refuses an event of another signature (BAF: test_baf_channels)
+@pytest.mark.bbf  # BBF's event template: BBF refuses an event of another signature (BAF: the next test)
 def test_events_have_bbf_event_signature():
     from besser.bot.library.event.event_template import event_template
 
@@ -176,6 +176,18 @@ def test_events_have_bbf_event_signature():
     for event in (events.rag_answered, events.rag_closest, events.rag_abstained, events.rag_low_confidence,
                   events.rag_degraded):
         assert inspect.signature(event).parameters == inspect.signature(event_template).parameters
+
+
+@pytest.mark.baf  # BAF's conditions
+def test_an_event_is_a_baf_condition_by_itself():
+    """Without on_rag_outcomes: BAF's when_condition(event, {}) calls the event with its dict as ``params``."""
+    from rag_plugin.channels.events import rag_abstained
+    agent = framework.new_owner('condition_agent')
+    rag_state, handoff = agent.new_state('rag'), agent.new_state('handoff')
+    rag_state.when_condition(rag_abstained, {}).go_to(handoff)
+    [transition] = rag_state.transitions
+    assert transition.is_condition_true(session_with(rag_message(abstained=True, docs=[])))
+    assert not transition.is_condition_true(session_with(rag_message()))
 
 
 def test_events_are_false_without_a_fresh_answer():
