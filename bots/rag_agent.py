@@ -113,8 +113,8 @@ def upload_body(session: Session) -> None:
     # a file uploaded in the chat (BAF: the file event's file): added for this conversation (rag.uploads = session)
     if rag.uploads == 'shared':
         rag.allow_shared_uploads(session)
-    report = rag.add_file(session.event.file, session=session)
-    logging.info('[rag_agent] upload: %s', str(report).splitlines()[0])
+    report = rag.add_file(session.event.file, session=session)  # BAF's int of chunks added, which reads as the report
+    logging.info('[rag_agent] upload: %s', str(report.report).splitlines()[0])
     session.reply(describe_ingestion(report))
 
 

@@ -31,7 +31,8 @@ within 100 MB. Raise it (with ``websocket.max_size``) where the bot has the memo
 
 
 class AddedChunks(int):
-    """BAF's return value of ``add_text`` (the number of chunks added, an ``int``), with the plugin's report.
+    """BAF's return value of ``add_text`` and ``add_file`` (the number of chunks added, an ``int``), which also reads as
+    the plugin's report (``.files``, ``.skipped``...: a BBF-style caller and ``describe_ingestion`` keep working).
 
     Attributes:
         report (IngestReport): what the ingestion did (a text already there adds 0 chunks: ``report`` says why)
@@ -42,6 +43,11 @@ class AddedChunks(int):
         added = super().__new__(cls, report.chunks_added)
         added.report = report
         return added
+
+    def __getattr__(self, name: str):
+        if name == 'report':  # not set yet (copy, pickle): no recursion
+            raise AttributeError(name)
+        return getattr(self.report, name)
 
 
 class DocumentsAPI:
@@ -172,7 +178,7 @@ class DocumentsAPI:
         return AddedChunks(report) if self.host.name == 'baf' else report
 
     def add_file(self, file: 'File', max_mb: Optional[float] = None, session: Optional['Session'] = None
-                 ) -> IngestReport:
+                 ) -> Union[IngestReport, AddedChunks]:
         """Ingest a file a user uploaded in the chat (a BBF ``File``). Nothing is written to disk.
 
         A session-scoped RAG (BAF's ``session_scoped=True``) adds it to its own store, the session's. Otherwise what it
@@ -188,8 +194,14 @@ class DocumentsAPI:
                 (``rag.add_file(session.file)`` in a state body finds it). A file of no session is refused.
 
         Returns:
-            IngestReport: the outcome (a refused file is reported as skipped, with the reason)
+            IngestReport | AddedChunks: the outcome (a refused file is reported as skipped, with the reason); on a
+            BAF agent, BAF's return value: the number of chunks added (an ``int`` that reads as the report too)
         """
+        report = self._add_file(file, max_mb, session)
+        return AddedChunks(report) if self.host.name == 'baf' else report
+
+    def _add_file(self, file: 'File', max_mb: Optional[float], session: Optional['Session']) -> IngestReport:
+        """:meth:`add_file`'s report."""
         limit = self.max_upload_mb if max_mb is None else max_mb
         if self.uploads == 'off':
             return refused(file, 'uploads are turned off in this chat')

@@ -64,6 +64,23 @@ def test_add_text_returns_bafs_chunk_count_on_an_agent_and_the_report_elsewhere(
     assert isinstance(report, IngestReport) and report.chunks_added == 1
 
 
+def test_add_file_returns_bafs_chunk_count_that_reads_as_the_report(tmp_path, embeddings):
+    from helpers import chat_file
+
+    from rag_plugin import RAG, ExtractiveLLM, default_splitter, default_vector_store
+    from rag_plugin.channels.webchat import describe_ingestion
+    agent = _agent()
+    ExtractiveLLM(agent)
+    rag = RAG(agent, lambda: default_vector_store(str(tmp_path / 'session'), embeddings), default_splitter(),
+              'extractive', session_scoped=True)  # BAF's per-session RAG: the upload goes to its own store
+    upload = chat_file(file_name='reactor.txt', file_type='text/plain', file_data=FACT.encode())
+    added = rag.add_file(upload)
+    assert type(added) is not bool and isinstance(added, int) and added == 1  # BAF: int, the chunks added
+    assert added.files[0].status == 'added' and added.report.chunks_added == 1  # and the report's fields
+    assert describe_ingestion(added) == 'Added reactor.txt: 1 chunk. You can ask about it now.'
+    assert '17 days' in rag.run('How often is the Zorblax reactor refuelled?').answer
+
+
 def test_add_text_returns_what_bafs_own_rag_returns(tmp_path, embeddings):
     pytest.importorskip('langchain_community', reason="BAF's own RAG needs its extras (langchain_community)")
     from baf.nlp.rag.rag import RAG as BAFRAG
