@@ -107,9 +107,6 @@ def table_ids(rag) -> set[str]:
 
 
 # ---- F5: a reader and a writer process ----------------------------------------------------------------------------
-@pytest.mark.xfail(chroma_major() >= 1, strict=True,
-                   reason="chromadb 1.x: this process's Rust index does not see another process's writes and Chroma "
-                          "fails the search ('Error finding id'); it cannot be re-opened from Python yet")
 def test_a_reader_answers_while_another_process_ingests_and_then_finds_the_new_document(tmp_path, shared_embeddings):
     store_dir = tmp_path / 'store'
     create_store(store_dir, shared_embeddings)
