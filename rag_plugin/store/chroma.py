@@ -21,8 +21,8 @@ from langchain_core.vectorstores import VectorStore
 
 from rag_plugin.errors import StoreDamaged
 from rag_plugin.store.base import DenseHit
-from rag_plugin.store.chroma_core import (INDEX_OUT_OF_REACH, RustIndexFiles, forget_index_progress, last_write,
-                                          persist_directory, query_one, reopen_client, rust_core, system_of)
+from rag_plugin.store.chroma_core import (INDEX_OUT_OF_REACH, RustIndexFiles, forget_index_progress, lacks_id,
+                                          last_write, persist_directory, query_one, reopen_client, rust_core, system_of)
 from rag_plugin.store.chroma_files import (REPAIR_HINT, SQLITE_FILE, check_index, forget_store_folder, index_folder,
                                            set_aside_index, sqlite_damage)
 from rag_plugin.store.foreign import as_ours, is_foreign
@@ -198,19 +198,30 @@ class ChromaStore:
     def embeddings_of(self, ids: Sequence[str]) -> dict[str, list[float]]:
         """The stored embeddings of chunks, by id.
 
-        Chroma lists the embeddings its vector index holds, without their ids: when the index lacks a chunk of the
-        table (see ``stats --check``), each is read on its own and the chunks without one are left out."""
+        Chroma lists the embeddings its vector index holds, without their ids (chromadb 0.5), or fails the whole read
+        (chromadb 1.x: ``Error finding id``): when the index lacks a chunk of the table (see ``stats --check``), each
+        is read on its own and the chunks without one are left out."""
         ids = [i for i in ids if isinstance(i, str)]
         if not ids:
             return {}
         self.check_vector_index()
-        got = self._collection.get(ids=ids, include=['embeddings'])
+        try:
+            got = self._collection.get(ids=ids, include=['embeddings'])
+        except Exception as e:  # noqa: BLE001 - chromadb 1.x's InternalError; anything else is raised again
+            if not lacks_id(e):
+                raise
+            got = {'ids': ids, 'embeddings': []}
         if len(got['embeddings']) == len(got['ids']):
             return dict(zip(got['ids'], got['embeddings']))
         logger.warning('[RAG] The vector index lacks chunks of the store; run: python -m rag_plugin ingest --repair')
         out = {}
         for chunk_id in got['ids']:
-            one = self._collection.get(ids=[chunk_id], include=['embeddings'])
+            try:
+                one = self._collection.get(ids=[chunk_id], include=['embeddings'])
+            except Exception as e:  # noqa: BLE001 - as above
+                if not lacks_id(e):
+                    raise
+                continue
             if len(one['embeddings']) == 1:
                 out[chunk_id] = one['embeddings'][0]
         return out

@@ -46,6 +46,12 @@ INDEX_METADATA_FILE = 'index_metadata.pickle'
 _ADD, _UPDATE, _UPSERT, _DELETE = 0, 1, 2, 3  # the write log's operation codes (rust/log/src/sqlite_log.rs)
 
 
+def lacks_id(error: BaseException) -> bool:
+    """Whether a chromadb 1.x error says its vector index lacks a chunk of the table (``IdNotFound``, "Error finding
+    id", in ``rust/segment/src/local_hnsw.rs``): a read that includes embeddings fails as a whole then."""
+    return 'Error finding id' in str(error)
+
+
 def system_of(vector_store: Any) -> Any:
     """The Chroma client's ``System`` of a LangChain ``Chroma`` store (None without a client)."""
     return getattr(getattr(vector_store, '_client', None), '_system', None)
