@@ -448,10 +448,12 @@ class ChromaStore:
         if folder is None or not os.path.isdir(folder):
             return None
         if self.rust:
-            moved = []
-            reopen_client(self.vector_store, before_open=lambda: (moved.append(set_aside_index(folder)),
-                                                                   forget_index_progress(self.persist_directory,
-                                                                                         os.path.basename(folder))))
+            moved, store_folder = [], self.persist_directory  # read before: without a System, the settings are not
+
+            def move_aside() -> None:
+                moved.append(set_aside_index(folder))
+                forget_index_progress(store_folder, os.path.basename(folder))
+            reopen_client(self.vector_store, before_open=move_aside)
             logger.warning('[RAG] The vector index was moved aside to %s and built again from the write log',
                            moved[0])
             return moved[0]

@@ -215,9 +215,11 @@ def reopen_client(vector_store: Any, seen: Optional[int] = None, before_open: Op
     cached = systems.get(old._identifier)
     if cached is None or seen is None or before_open is not None or _rust_opened_at(cached) < seen:
         systems.pop(old._identifier, None)
-    if before_open is not None:
-        before_open()
-    client = chromadb.Client(settings)
+    try:
+        if before_open is not None:
+            before_open()
+    finally:  # never leave the folder without a System: the store's client finds its System by the folder
+        client = chromadb.Client(settings)
     system = systems[client._identifier]
     if _rust_opened_at(system) == -2:
         system._rag_plugin_opened_at = -1 if opened_at is None else opened_at
