@@ -224,6 +224,7 @@ def reopen_client(vector_store: Any, seen: Optional[int] = None, before_open: Op
     if _rust_opened_at(system) == -2:
         system._rag_plugin_opened_at = -1 if opened_at is None else opened_at
     collection = client.get_collection(name)
+    collection.count()  # the Rust core loads the index now (its backfill): a torn read raises here, where it is retried
     vector_store._client = client
     if hasattr(vector_store, '_chroma_collection'):  # langchain_chroma; langchain_community: _collection
         vector_store._chroma_collection = collection
