@@ -40,11 +40,6 @@ def chroma_major() -> int:
     return int(version('chromadb').split('.')[0])
 
 
-RUST_CHROMA_NO_INDEX = ('chromadb 1.x keeps the vector index in its Rust core: its ids cannot be read and it cannot be '
-                        'moved aside and rebuilt from Python (rag_plugin.store.chroma_core)')
-"""str: why a test of the vector index's consistency or repair is skipped on chromadb 1.x."""
-
-
 def store_folder(vector_store) -> str:
     """The folder of a persisted Chroma store (langchain-chroma 0.2+, BAF's stack, keeps no ``_persist_directory``)."""
     from rag_plugin.store.chroma_core import persist_directory

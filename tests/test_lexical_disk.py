@@ -14,7 +14,7 @@ import pytest
 
 import ingest_fixtures as fx
 from conftest import PDFS, ROOT
-from helpers import build_rag, chroma_major, subprocess_env
+from helpers import build_rag, subprocess_env
 
 QA = ROOT / 'data' / 'eval' / 'nimbus_qa.jsonl'
 
@@ -110,9 +110,6 @@ def run(script: str, *args: str) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-@pytest.mark.xfail(chroma_major() >= 1, strict=True,
-                   reason="chromadb 1.x: this process's Rust index does not see another process's writes and Chroma "
-                          "fails the search ('Error finding id'); it cannot be re-opened from Python yet")
 def test_processes_opening_the_same_folder_share_the_index(tmp_path, embeddings):
     store_dir = tmp_path / 'store'
     assert run(WRITE, str(store_dir), 'The cafeteria serves paella every Friday at noon.', 'menu.txt') == '1'

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PDFS, ROOT
-from helpers import RUST_CHROMA_NO_INDEX, build_rag, chroma_major, subprocess_env
+from helpers import build_rag, subprocess_env
 
 ENV = subprocess_env()
 QUESTION = 'What does error NN-7720 mean?'
@@ -64,7 +64,6 @@ DAMAGES = {
 }
 
 
-@pytest.mark.skipif(chroma_major() >= 1, reason=RUST_CHROMA_NO_INDEX)
 @pytest.mark.parametrize('damage', DAMAGES)
 def test_a_damaged_store_is_said_in_one_line_and_repaired_from_what_is_left(sound_store, tmp_path, damage):
     store = tmp_path / 'store'
@@ -89,7 +88,6 @@ def test_a_damaged_store_is_said_in_one_line_and_repaired_from_what_is_left(soun
     assert any('damaged' in p.name for p in store.rglob('*')), 'the damaged files are kept, moved aside'
 
 
-@pytest.mark.skipif(chroma_major() >= 1, reason=RUST_CHROMA_NO_INDEX)
 def test_a_damaged_vector_index_never_reaches_hnswlib_in_a_running_bot(sound_store, tmp_path, embeddings):
     """A bot that opens a store whose saved index is truncated answers "I can't search" (it crashed on the first
     question, in hnswlib); the library's repair builds the index again and the bot answers."""

@@ -21,8 +21,8 @@ from langchain_core.vectorstores import VectorStore
 
 from rag_plugin.errors import StoreDamaged
 from rag_plugin.store.base import DenseHit
-from rag_plugin.store.chroma_core import (INDEX_OUT_OF_REACH, index_out_of_reach, last_write, persist_directory,
-                                          query_one, rust_core, system_of)
+from rag_plugin.store.chroma_core import (INDEX_OUT_OF_REACH, RustIndexFiles, forget_index_progress, lacks_id,
+                                          last_write, persist_directory, query_one, reopen_client, rust_core, system_of)
 from rag_plugin.store.chroma_files import (REPAIR_HINT, SQLITE_FILE, check_index, forget_store_folder, index_folder,
                                            set_aside_index, sqlite_damage)
 from rag_plugin.store.foreign import as_ours, is_foreign
@@ -198,19 +198,30 @@ class ChromaStore:
     def embeddings_of(self, ids: Sequence[str]) -> dict[str, list[float]]:
         """The stored embeddings of chunks, by id.
 
-        Chroma lists the embeddings its vector index holds, without their ids: when the index lacks a chunk of the
-        table (see ``stats --check``), each is read on its own and the chunks without one are left out."""
+        Chroma lists the embeddings its vector index holds, without their ids (chromadb 0.5), or fails the whole read
+        (chromadb 1.x: ``Error finding id``): when the index lacks a chunk of the table (see ``stats --check``), each
+        is read on its own and the chunks without one are left out."""
         ids = [i for i in ids if isinstance(i, str)]
         if not ids:
             return {}
         self.check_vector_index()
-        got = self._collection.get(ids=ids, include=['embeddings'])
+        try:
+            got = self._collection.get(ids=ids, include=['embeddings'])
+        except Exception as e:  # noqa: BLE001 - chromadb 1.x's InternalError; anything else is raised again
+            if not lacks_id(e):
+                raise
+            got = {'ids': ids, 'embeddings': []}
         if len(got['embeddings']) == len(got['ids']):
             return dict(zip(got['ids'], got['embeddings']))
         logger.warning('[RAG] The vector index lacks chunks of the store; run: python -m rag_plugin ingest --repair')
         out = {}
         for chunk_id in got['ids']:
-            one = self._collection.get(ids=[chunk_id], include=['embeddings'])
+            try:
+                one = self._collection.get(ids=[chunk_id], include=['embeddings'])
+            except Exception as e:  # noqa: BLE001 - as above
+                if not lacks_id(e):
+                    raise
+                continue
             if len(one['embeddings']) == 1:
                 out[chunk_id] = one['embeddings'][0]
         return out
@@ -283,8 +294,15 @@ class ChromaStore:
 
     @property
     def index_reachable(self) -> bool:
-        """Whether this process's vector index can be read and re-opened (chromadb 0.5; not 1.x's Rust core)."""
-        return not rust_core(self._system())
+        """Whether the vector index's chunk ids can be read and this process's copy re-opened: chromadb 0.5 (its
+        Python segment), and a persisted store on chromadb 1.x (its files, :class:`~.chroma_core.RustIndexFiles`);
+        not an in-memory store on 1.x (its index lives only in the Rust core)."""
+        return not self.rust or self.is_persistent
+
+    @property
+    def rust(self) -> bool:
+        """Whether the store runs on chromadb 1.x's Rust core."""
+        return rust_core(self._system())
 
     @property
     def is_persistent(self) -> bool:
@@ -298,17 +316,27 @@ class ChromaStore:
         return last_write(self.vector_store)
 
     def vector_index(self) -> Any:
-        """Chroma's vector index (HNSW segment) of the collection in this process (StoreDamaged: the saved one is
-        damaged; RuntimeError on chromadb 1.x, whose index is out of reach: :attr:`index_reachable`)."""
-        from chromadb.segment import SegmentManager, VectorReader
+        """Chroma's vector index of the collection: its HNSW segment in this process (chromadb 0.5), or what its saved
+        files and write log hold (chromadb 1.x: :class:`~.chroma_core.RustIndexFiles`, with ``count()`` and
+        ``ids()``). StoreDamaged: the saved one is damaged; RuntimeError for an in-memory store on chromadb 1.x,
+        whose index is out of reach (:attr:`index_reachable`)."""
         if not self.index_reachable:
             raise RuntimeError(INDEX_OUT_OF_REACH)
         self.check_vector_index()
+        if self.rust:
+            folder = self.vector_folder()
+            return RustIndexFiles(self.persist_directory, str(self._collection.id),
+                                  os.path.basename(folder) if folder else None)
+        from chromadb.segment import SegmentManager, VectorReader
         return self._system().instance(SegmentManager).get_segment(self._collection.id, VectorReader)
 
     def index_ids(self) -> set[str]:
-        """The chunk ids this process's vector index can return (its graph, plus its unsaved batch)."""
+        """The chunk ids this process's vector index can return (its graph, plus its unsaved batch; on chromadb 1.x,
+        what a fresh open of its files holds, which this process's copy holds once re-opened after other processes'
+        writes)."""
         segment = self.vector_index()
+        if isinstance(segment, RustIndexFiles):
+            return segment.ids()
         ids = set(getattr(segment, '_id_to_label', {}))
         batch = getattr(segment, '_curr_batch', None)
         if batch is not None:
@@ -316,14 +344,17 @@ class ChromaStore:
             ids -= set(batch.get_deleted_ids())
         return ids
 
-    def reopen_index(self) -> None:
+    def reopen_index(self, seen: Optional[int] = None) -> None:
         """Drop this process's copy of the collection's vector index; Chroma re-opens it from disk and replays the
-        writes logged since it was last saved (what a restart does). Nothing on chromadb 1.x: its Rust core has no
-        Python copy to drop (the table, which the BM25 index is built from, is read afresh by the caller)."""
+        writes logged since it was last saved (what a restart does). On chromadb 1.x the store gets a new Chroma
+        ``System`` (:func:`~.chroma_core.reopen_client`), whose Rust core loads the files: one another store object
+        of this process opened after the write ``seen`` is shared."""
         from chromadb.segment import SegmentManager, VectorReader
         from chromadb.types import SegmentScope
-        if not self.index_reachable:
-            self.check_vector_index()
+        if self.rust:
+            self.check_vector_index()  # what another process saved may be damaged: never load that
+            if self.is_persistent:
+                reopen_client(self.vector_store, seen)
             return
         manager = self._system().instance(SegmentManager)
         collection_id = self._collection.id
@@ -404,15 +435,28 @@ class ChromaStore:
 
     def set_aside_vector_index(self) -> Optional[str]:
         """Move the collection's saved vector index aside (``<folder>.damaged-<time>``, kept) and open the index
-        again: Chroma builds it from its write log. Returns where the old files went (None: nothing was saved);
-        StoreDamaged on chromadb 1.x, whose Rust core keeps its own copy (:func:`~.chroma_core.index_out_of_reach`)."""
+        again: Chroma builds it from its write log. Returns where the old files went (None: nothing was saved).
+
+        On chromadb 1.x the folder is moved while no ``System`` of this process is handed out for the store, its
+        ``max_seq_id`` row is removed and a new ``System`` opens the store (:func:`~.chroma_core.reopen_client`): its
+        Rust core builds a new index from the writes the log still holds. Chunks whose writes Chroma had purged from
+        its log after saving them are then missing from the index (their vectors were only in the damaged files):
+        :meth:`rag_plugin.ingest.Ingestor.repair_store` embeds them again from the table."""
         from chromadb.segment import SegmentManager, VectorReader
         from chromadb.types import SegmentScope
         folder = self.vector_folder()
         if folder is None or not os.path.isdir(folder):
             return None
-        if not self.index_reachable:
-            raise index_out_of_reach(self.persist_directory, folder)
+        if self.rust:
+            moved, store_folder = [], self.persist_directory  # read before: without a System, the settings are not
+
+            def move_aside() -> None:
+                moved.append(set_aside_index(folder))
+                forget_index_progress(store_folder, os.path.basename(folder))
+            reopen_client(self.vector_store, before_open=move_aside)
+            logger.warning('[RAG] The vector index was moved aside to %s and built again from the write log',
+                           moved[0])
+            return moved[0]
         manager = self._system().instance(SegmentManager)
         segment = manager._get_segment_sysdb(self._collection.id, SegmentScope.VECTOR)
         with manager._lock:  # never saved again over the moved files

@@ -2,11 +2,25 @@
 
 * chromadb 0.5 (BBF 1.5's pin) has a Python core: its vector index (HNSW) is a Python object per process, built on
   ``hnswlib`` and reachable through Chroma's ``SegmentManager``; its write log is read through its ``SqliteDB``.
-* chromadb 1.x (the BAF 4.5 stack) has a Rust core (``RustBindingsAPI``): there is no ``hnswlib`` module and no
-  Python segment, so the index's ids and count cannot be read, and this process's copy of it cannot be dropped and
-  re-opened. Its files are the same: ``chroma.sqlite3`` (same tables, same write log) and one folder per vector index
-  with the same ``header.bin`` / ``data_level0.bin`` / ``length.bin`` / ``link_lists.bin``, so the header check of
-  :mod:`rag_plugin.store.chroma_files` applies unchanged, and the write log is read from the file directly.
+* chromadb 1.x (the BAF 4.5 stack) has a Rust core (``RustBindingsAPI``): no ``hnswlib`` module and no Python segment.
+  Its files are the same kind: ``chroma.sqlite3`` (same tables, same write log) and one folder per vector index with
+  the same ``header.bin`` / ``data_level0.bin`` / ``length.bin`` / ``link_lists.bin``, plus the index's chunk ids in
+  ``index_metadata.pickle`` (its ``IdMap``: ``id_to_label``, ``label_to_id``), so the header check of
+  :mod:`rag_plugin.store.chroma_files` applies unchanged and the write log is read from the file directly.
+
+  Its Rust core keeps each vector index in memory (``LocalSegmentManager``'s ``hnsw_index_pool`` in chroma's
+  ``rust/segment/src/local_segment_manager.rs``), one pool per ``Bindings`` object, i.e. per Chroma ``System``; it
+  saves the index every ``hnsw:sync_threshold`` writes (``persist`` in ``rust/segment/src/local_hnsw.rs``), records
+  in the ``max_seq_id`` table which logged write the saved files hold, and keeps the log after it. A new ``System``
+  loads the saved files and replays the log after that number (``BackfillMessage`` in
+  ``rust/log/src/local_compaction_manager.rs``): what a restart does. So:
+
+  - this process's copy is re-opened by dropping its ``System`` and opening a new one (:func:`reopen_client`);
+  - the ids a fresh open holds are read the same way, from the files: the saved ``IdMap`` and the log after it
+    (:class:`RustIndexFiles`);
+  - a damaged index folder is moved aside with the ``System`` closed and its ``max_seq_id`` row removed, so that the
+    new ``System`` builds a new index from what the log still holds; the chunks whose writes were purged from the log
+    are then embedded again from the table by the repair (their vectors lived only in the damaged index).
 
 langchain-chroma 0.2+ (with chromadb 1.x) no longer keeps ``_persist_directory``: the folder is taken from the client's
 settings (:func:`persist_directory`), else a persisted store looked like an in-memory one and its ingestion ledger
@@ -16,22 +30,26 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from rag_plugin.errors import StoreDamaged
 from rag_plugin.store.chroma_files import SQLITE_FILE
 
-INDEX_OUT_OF_REACH = ("chromadb 1.x keeps the vector index in its Rust core: its chunk ids cannot be read from Python, "
-                      "so the table is compared with the ledger only")
-"""str: why a consistency check on chromadb 1.x does not compare the vector index (said in the check's summary)."""
+INDEX_OUT_OF_REACH = ("chromadb 1.x keeps an in-memory store's vector index in its Rust core: its chunk ids cannot be "
+                      "read from Python, so the table is compared with the ledger only")
+"""str: why a consistency check of an in-memory store on chromadb 1.x does not compare the vector index (said in the
+check's summary; a persisted store's index is read from its files, :class:`RustIndexFiles`)."""
+
+INDEX_METADATA_FILE = 'index_metadata.pickle'
+"""str: the file of a saved vector index that holds its chunk ids (chromadb 1.x's ``IdMap``, in pickle format)."""
+
+_ADD, _UPDATE, _UPSERT, _DELETE = 0, 1, 2, 3  # the write log's operation codes (rust/log/src/sqlite_log.rs)
 
 
-def index_out_of_reach(store_folder: str, index_folder: str) -> StoreDamaged:
-    """The error for a damaged vector index on chromadb 1.x: its Rust core keeps its own copy of the index, which
-    cannot be dropped from Python, so the index cannot be moved aside and rebuilt in a running process."""
-    return StoreDamaged(f'{store_folder}: the vector index {index_folder} is damaged and chromadb 1.x cannot rebuild '
-                        f'it in a running process: stop the bot, move the store folder aside and ingest the files '
-                        f'again')
+def lacks_id(error: BaseException) -> bool:
+    """Whether a chromadb 1.x error says its vector index lacks a chunk of the table (``IdNotFound``, "Error finding
+    id", in ``rust/segment/src/local_hnsw.rs``): a read that includes embeddings fails as a whole then."""
+    return 'Error finding id' in str(error)
 
 
 def system_of(vector_store: Any) -> Any:
@@ -92,3 +110,134 @@ def last_write(vector_store: Any) -> Optional[int]:
     if row is None:
         return None
     return int(row[0]) if row[0] is not None else -1
+
+
+def _read_only(folder: str) -> sqlite3.Connection:
+    return sqlite3.connect(f'file:{os.path.join(folder, SQLITE_FILE)}?mode=ro', uri=True, timeout=10)
+
+
+class RustIndexFiles:
+    """The chunk ids a chromadb 1.x vector index holds when its Rust core opens it: the ids of its saved ``IdMap``
+    (``index_metadata.pickle``), then the writes its log holds after the number recorded for the index in the
+    ``max_seq_id`` table, applied as the Rust core applies them (``apply_log_chunk`` in
+    ``rust/segment/src/local_hnsw.rs``: an add of a new id, an upsert, a delete; an update changes no id).
+
+    This process's copy holds the same ids once :class:`~rag_plugin.store.chroma_refresh.ChromaRefresher` has
+    re-opened it after other processes' writes (its own writes are in the log too).
+
+    Args:
+        store_folder (str): the store's folder
+        collection_id (str): the collection's id
+        segment_id (str | None): the vector index's segment id (its folder's name; None: the collection has none)
+
+    Raises:
+        StoreDamaged: the saved ids cannot be read (a damaged ``index_metadata.pickle``)
+    """
+
+    def __init__(self, store_folder: str, collection_id: str, segment_id: Optional[str]):
+        self.store_folder: str = store_folder
+        self.segment_id: Optional[str] = segment_id
+        self._ids: set[str] = self._read(collection_id) if segment_id else set()
+
+    def _saved(self) -> tuple[set[str], Optional[int]]:
+        """The saved ``IdMap``'s ids and its own (legacy) ``max_seq_id``; nothing when there is no such file."""
+        import pickle
+        import time
+        path = os.path.join(self.store_folder, self.segment_id, INDEX_METADATA_FILE)
+        for attempt in range(3):  # the Rust core of another process may be writing it at this very moment
+            try:
+                with open(path, 'rb') as f:
+                    saved = pickle.load(f)
+                return set(saved.get('id_to_label') or {}), saved.get('max_seq_id')
+            except FileNotFoundError:
+                return set(), None
+            except Exception as e:  # noqa: BLE001 - unpickling a damaged file raises many kinds
+                if attempt == 2:
+                    raise StoreDamaged(f'{self.store_folder}: vector index {self.segment_id}: '
+                                       f'{INDEX_METADATA_FILE} cannot be read ({type(e).__name__}: {e})') from e
+                time.sleep(0.2 * (attempt + 1))
+        return set(), None  # pragma: no cover - the loop returns or raises
+
+    def _read(self, collection_id: str) -> set[str]:
+        ids, legacy = self._saved()
+        db = _read_only(self.store_folder)
+        try:
+            row = db.execute('SELECT seq_id FROM max_seq_id WHERE segment_id = ?', (self.segment_id,)).fetchone()
+            # an IdMap without ids is not loaded: the index is built again from the whole log
+            after = (int(row[0]) if row is not None else legacy or 0) if ids else 0
+            log = db.execute('SELECT operation, id, vector IS NOT NULL FROM embeddings_queue WHERE topic LIKE ? AND '
+                             'seq_id > ? ORDER BY seq_id', (f'%/{collection_id}', after)).fetchall()
+        finally:
+            db.close()
+        for operation, chunk_id, has_vector in log:
+            if operation in (_ADD, _UPSERT) and has_vector:
+                ids.add(chunk_id)
+            elif operation == _DELETE:
+                ids.discard(chunk_id)
+        return ids
+
+    def ids(self) -> set[str]:
+        """The chunk ids the index holds."""
+        return set(self._ids)
+
+    def count(self) -> int:
+        """How many chunks the index holds."""
+        return len(self._ids)
+
+
+def _rust_opened_at(system: Any) -> int:
+    return getattr(system, '_rag_plugin_opened_at', -2)
+
+
+def reopen_client(vector_store: Any, seen: Optional[int] = None, before_open: Optional[Callable[[], None]] = None
+                  ) -> None:
+    """Give a LangChain ``Chroma`` store on chromadb 1.x a new Chroma ``System`` for its folder, so that its Rust core
+    loads the vector index from disk and replays the log after it (what a restart does): this process's old copy
+    lacks what other processes wrote since it was loaded.
+
+    The old ``System`` is not stopped (another store object of this process may still hold it; they re-open in turn
+    when they next read, and it is freed with its last holder); it is no longer handed to new clients. A ``System``
+    another store object of this process opened after the write ``seen`` is taken as it is instead of opening a third.
+
+    Args:
+        vector_store (Any): the LangChain ``Chroma`` store (its client and collection are replaced)
+        seen (int | None): the last write the new copy must hold (None: always open a new ``System``)
+        before_open (Callable[[], None] | None): called once the old ``System`` is no longer handed out, before the
+            new one loads the files (to move a damaged index aside)
+    """
+    import chromadb
+    from chromadb.api.shared_system_client import SharedSystemClient
+    systems = SharedSystemClient._identifier_to_system  # a client finds its System here, by its folder
+    old = vector_store._client
+    name = vector_store._collection.name
+    settings = old._server.get_settings()
+    opened_at = last_write(vector_store)  # the new System holds at least this write
+    cached = systems.get(old._identifier)
+    if cached is None or seen is None or before_open is not None or _rust_opened_at(cached) < seen:
+        systems.pop(old._identifier, None)
+    try:
+        if before_open is not None:
+            before_open()
+    finally:  # never leave the folder without a System: the store's client finds its System by the folder
+        client = chromadb.Client(settings)
+    system = systems[client._identifier]
+    if _rust_opened_at(system) == -2:
+        system._rag_plugin_opened_at = -1 if opened_at is None else opened_at
+    collection = client.get_collection(name)
+    collection.count()  # the Rust core loads the index now (its backfill): a torn read raises here, where it is retried
+    vector_store._client = client
+    if hasattr(vector_store, '_chroma_collection'):  # langchain_chroma; langchain_community: _collection
+        vector_store._chroma_collection = collection
+    else:
+        vector_store._collection = collection
+
+
+def forget_index_progress(store_folder: str, segment_id: str) -> None:
+    """Remove a chromadb 1.x vector index's ``max_seq_id`` row (which logged writes its saved files hold): once its
+    folder is moved aside, the new index is built from the whole log Chroma still holds."""
+    db = sqlite3.connect(os.path.join(store_folder, SQLITE_FILE), timeout=30)
+    try:
+        with db:
+            db.execute('DELETE FROM max_seq_id WHERE segment_id = ?', (segment_id,))
+    finally:
+        db.close()

@@ -1,7 +1,8 @@
 """Keeping this process's view of a persisted Chroma store current when other processes write to it.
 
-Chroma (0.5.x) keeps each collection's vector index (an HNSW graph) in the memory of every process that opened it and
-updates it only for that process's own writes; its table (SQLite) is shared. After another process ingests, a reader's
+Chroma keeps each collection's vector index (an HNSW graph) in the memory of every process that opened it and updates
+it only for that process's own writes (0.5: a Python segment; 1.x: its Rust core's index pool, one per Chroma
+``System``); its table (SQLite) is shared. After another process ingests, a reader's
 index lacks the new chunks and still holds deleted ones, and a writer that kept a stale index saves it over the other's
 (chunks then never found again). Every write is logged in Chroma's SQLite queue with an increasing sequence number, so
 :class:`ChromaRefresher` compares the queue's last number with the last one this process has seen and, when another
@@ -111,7 +112,7 @@ class ChromaRefresher:
                     last = self._last_seq()
                     if last <= self._seen:
                         return False
-                    self._reload_retrying()
+                    self._reload_retrying(last)
                     self._seen = last
         finally:
             if local is not None:
@@ -120,11 +121,11 @@ class ChromaRefresher:
             listener()
         return True
 
-    def _reload_retrying(self, attempts: int = 3) -> None:
+    def _reload_retrying(self, seen: Optional[int] = None, attempts: int = 3) -> None:
         # The other process may be saving the index files at this very moment: read them again a little later.
         for attempt in range(attempts):
             try:
-                self.reload()
+                self.reload(seen)
                 return
             except Exception as e:  # noqa: BLE001 - retried, then raised
                 if attempt == attempts - 1:
@@ -132,8 +133,9 @@ class ChromaRefresher:
                 logger.warning('[RAG] Re-opening the vector index failed (%s: %s); retrying', type(e).__name__, e)
                 time.sleep(0.2 * (attempt + 1))
 
-    def reload(self) -> None:
+    def reload(self, seen: Optional[int] = None) -> None:
         """Drop this process's copy of the collection's vector index; Chroma re-opens it from disk and replays the
-        writes logged since it was last saved (what a restart does)."""
-        self._store.reopen_index()
+        writes logged since it was last saved (what a restart does; chromadb 1.x: a new Chroma ``System``, shared with
+        the other store objects of this process that need one holding the write ``seen``)."""
+        self._store.reopen_index(seen)
         logger.info('[RAG] The store changed in another process: vector index re-opened')
