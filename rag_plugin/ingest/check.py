@@ -48,8 +48,8 @@ class StoreCheck:
             from as they are; ingesting their files adopts them
         damage (str | None): what makes the store's files unreadable (a damaged vector index or database); nothing
             else was compared then
-        index_note (str | None): why the vector index was not compared (chromadb 1.x: out of Python's reach; its
-            files' header is still checked); ``index`` is -1 then
+        index_note (str | None): why the vector index was not compared (an in-memory chromadb 1.x store: its ids are
+            out of Python's reach); ``index`` is -1 then
         lexical (int): chunks in the lexical index on disk (-1: none, or unreadable; -2: not built yet, which the next
             question does)
         lexical_problem (str | None): what is wrong with the lexical index (damaged, or other chunks than the table's)
