@@ -66,3 +66,21 @@ def test_a_retriever_without_hooks_can_be_set(tmp_path, embeddings):
     rag.retriever = Fixed()
     rag.add_text('Anything at all.', {'source_id': 'a.md'})  # the ingestion hook skips a retriever without an index
     assert rag.retriever.retrieve('q', 1)[0].page_content == 'fixed'
+
+
+def test_two_copies_of_a_store_folder_in_one_process_are_searched_apart(corpus_store_dir, tmp_path, embeddings):
+    """A copy of a store folder has the same collection and write count as the original: a cache of the chunks' ids
+    keyed by those alone gave one store's ids to the other (the dense side then missed the other's new chunk)."""
+    import shutil
+    facts = {'a': 'The Zorblax reactor is refuelled every 17 days by the night crew.',
+             'b': 'The Quibble fountain is cleaned every 9 weeks by the garden team.'}
+    stores = {}
+    for name, fact in facts.items():
+        folder = tmp_path / name
+        shutil.copytree(corpus_store_dir, folder)
+        rag = build_rag(default_vector_store(str(folder), embeddings))
+        rag.add_text(fact, {'source_id': f'{name}.txt'})
+        stores[name] = chroma_store(rag.vector_store)
+    for name, fact in facts.items():
+        [hit] = stores[name].dense_search(embeddings.embed_query(fact), 1)
+        assert stores[name].get([hit.chunk_id])[hit.chunk_id].page_content.endswith(fact.split(' by ')[1])

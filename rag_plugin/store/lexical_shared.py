@@ -62,12 +62,14 @@ class Scopes:
 
     def ids(self, store: Any, where: dict) -> list[str]:
         """The ids of the chunks of ``store`` that pass ``where`` (Chroma's ``where``, ids only)."""
-        key = (json.dumps(where, sort_keys=True, default=str), store.name, store.version())
+        # the folder too: a copy of a store folder has the same collection and write count (two RAGs of one process)
+        key = (json.dumps(where, sort_keys=True, default=str), store.persist_directory or id(store), store.name,
+               store.version())
         with self._lock:
             if key in self._cache:
                 self._cache.move_to_end(key)
                 return self._cache[key]
-        ids = list(store._collection.get(where=where, include=[])['ids'])
+        ids = list(store._collection.get(where=where or None, include=[])['ids'])  # {}: every chunk
         with self._lock:
             self._cache[key] = ids
             while len(self._cache) > self._size:
