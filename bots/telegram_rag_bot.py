@@ -12,7 +12,8 @@ found unchanged later. Answers come with their sources as numbered footnotes, sp
 limit (see :func:`rag_plugin.channels.telegram.reply_rag`). Env vars: ``RAG_TELEGRAM_CONFIG``, ``RAG_BOT_PDFS``,
 ``RAG_PLUGIN_STORE``, ``RAG_PLUGIN_TRACE``. The RAG's settings come from the ``[rag]`` section of the config file
 (``bots/telegram_config.ini`` keeps 6 previous messages in the prompt: ``rag.num_previous_messages = 6``; a config
-file without it gets the default, 0).
+file without it gets the default, 0). A missing, placeholder or malformed token stops the bot with one line saying
+how to set it.
 """
 import logging
 import os
@@ -72,8 +73,14 @@ def check_token(token: Optional[str], config_path: str) -> str:
 
 # Create the bot; check the token before the (slower) RAG set-up
 bot = Bot('telegram_rag_bot')
-bot.load_properties(CONFIG)
-check_token(bot.get_property(telegram.TELEGRAM_TOKEN), CONFIG)
+try:
+    if os.path.isfile(CONFIG):
+        bot.load_properties(CONFIG)
+    check_token(bot.get_property(telegram.TELEGRAM_TOKEN), CONFIG)
+except TelegramTokenError as error:
+    if __name__ == '__main__':
+        sys.exit(f'telegram_rag_bot: {error}')  # one line, no traceback
+    raise
 telegram_platform = bot.use_telegram_platform()
 add_start_command(telegram_platform)  # BBF 1.5 ignores /start, the first message of every Telegram user
 
