@@ -385,29 +385,17 @@ def telegram_states(bot, platform, rag_factory: Callable) -> None:
     """Greet on /start (add_start_command) and first message, then answer every message with the RAG through the
     plugin's Telegram reply_rag, showing "typing" first."""
     from rag_plugin.channels.telegram import add_start_command, reply_rag, send_typing
-    Session = framework.session_class()  # noqa: N806 (a body's annotation: BAF compares it with its own)
-    rag_factory(bot)
-    add_start_command(platform)
-    initial = bot.new_state('initial', initial=True)
-    answer = bot.new_state('answer')
 
-    def initial_body(session: Session) -> None:
-        session.reply('Hi!')
-    initial.set_body(initial_body)
-    framework.on_no_intent(initial, answer)
-
-    def answer_body(session: Session) -> None:
+    def reply(platform, session, rag) -> None:
         send_typing(platform, session)
         reply_rag(platform, session, framework.run_rag(session))
-    answer.set_body(answer_body)
-    framework.on_no_intent(answer, answer)
+    simple_rag_states(bot, platform, rag_factory, reply)
+    add_start_command(platform)
 
 
-def test_a_bot_on_telegram_greets_on_start_types_and_answers_with_footnotes_saved_in_its_history(
-        telegram_server, make_rag, monkeypatch):
-    """A bot (agent) with add_start_command: /start greets (the frameworks ignore it), a question shows "typing", then
-    the answer with its footnote; the answer is saved in the history the framework's way."""
-    MessageType = framework.module('core.message').MessageType  # noqa: N806
+@pytest.fixture
+def saved_messages(monkeypatch) -> list:
+    """The messages the framework's sessions save to their history during the test."""
     Session = framework.session_class()  # noqa: N806
     saved = []
     original_save = Session.save_message
@@ -416,6 +404,14 @@ def test_a_bot_on_telegram_greets_on_start_types_and_answers_with_footnotes_save
         saved.append(message)
         original_save(self, message)
     monkeypatch.setattr(Session, 'save_message', save_message)
+    return saved
+
+
+def test_a_bot_on_telegram_greets_on_start_types_and_answers_with_footnotes_saved_in_its_history(
+        telegram_server, make_rag, saved_messages):
+    """A bot (agent) with add_start_command: /start greets (the frameworks ignore it), a question shows "typing", then
+    the answer with its footnote; the answer is saved in the history the framework's way."""
+    MessageType = framework.module('core.message').MessageType  # noqa: N806
     server = telegram_server
     bot = new_telegram_bot(lambda bot, platform: telegram_states(bot, platform, lambda b: make_rag(bot=b)))
     with telegram_bot_running(bot, server):
@@ -431,7 +427,7 @@ def test_a_bot_on_telegram_greets_on_start_types_and_answers_with_footnotes_save
     assert re.search(r'^\[1\] getting_started\.pdf, p\. 4$', text, re.M), text
     assert_valid_html(text)
     assert typing and typing[0].params['action'] == 'typing' and typing[0].time < answer.time
-    [rag_answer] = [m for m in saved if m.type == MessageType.RAG_ANSWER]
+    [rag_answer] = [m for m in saved_messages if m.type == MessageType.RAG_ANSWER]
     assert rag_answer.is_user is False and '30 days' in rag_answer.content['answer']
     assert_footnotes_name_their_fragments(text, rag_answer.content)
 
@@ -448,17 +444,10 @@ DEMO = {
 DEMO_SCRIPT = ROOT / 'bots' / f"{DEMO['script']}.py"
 
 
-def test_telegram_demo_answers_with_fact_and_footnotes(telegram_server, corpus_store_dir, tmp_path, monkeypatch):
+def test_telegram_demo_answers_with_fact_and_footnotes(telegram_server, corpus_store_dir, tmp_path, monkeypatch,
+                                                      saved_messages):
     """The framework's Telegram demo, as shipped, with its config file given by RAG_TELEGRAM_CONFIG."""
     MessageType = framework.module('core.message').MessageType  # noqa: N806
-    Session = framework.session_class()  # noqa: N806
-    saved = []
-    original_save = Session.save_message
-
-    def save_message(self, message) -> None:
-        saved.append(message)
-        original_save(self, message)
-    monkeypatch.setattr(Session, 'save_message', save_message)
     store = tmp_path / 'store'
     shutil.copytree(corpus_store_dir, store)
     config = tmp_path / DEMO['shipped']
@@ -499,7 +488,7 @@ def test_telegram_demo_answers_with_fact_and_footnotes(telegram_server, corpus_s
             deadline = time.monotonic() + 10
             while not (session._event_loop and session._event_loop.is_running()) and time.monotonic() < deadline:
                 time.sleep(0.05)
-    [rag_answer] = [m for m in saved if m.type == MessageType.RAG_ANSWER]  # saved in the history, the framework's way
+    [rag_answer] = [m for m in saved_messages if m.type == MessageType.RAG_ANSWER]  # saved in the history, the framework's way
     assert rag_answer.is_user is False and '30 days' in rag_answer.content['answer']
     assert rag_answer.content['sources'][0]['source'] == 'getting_started.pdf'
     assert_footnotes_name_their_fragments(text, rag_answer.content)
