@@ -58,21 +58,21 @@ def session_class() -> type:
 
 
 def on_no_intent(state: Any, target: Any) -> None:
-    """``state`` goes to ``target`` when no intent matched (BBF: ``when_no_intent_matched_go_to``; BAF 4.5: the
-    transition builder)."""
-    if NAME == 'bbf':
-        state.when_no_intent_matched_go_to(target)
-    else:
-        state.when_no_intent_matched().go_to(target)
+    """``state`` goes to ``target`` when no intent matched."""
+    _go_to(state, 'when_no_intent_matched', target)
 
 
 def on_file(state: Any, target: Any) -> None:
-    """``state`` goes to ``target`` when the user sent a file (BBF: ``when_file_received_go_to``; BAF 4.5: the
-    transition builder)."""
+    """``state`` goes to ``target`` when the user sent a file."""
+    _go_to(state, 'when_file_received', target)
+
+
+def _go_to(state: Any, when: str, target: Any) -> None:
+    """BBF's ``state.<when>_go_to(target)``, BAF 4.5's transition builder ``state.<when>().go_to(target)``."""
     if NAME == 'bbf':
-        state.when_file_received_go_to(target)
+        getattr(state, f'{when}_go_to')(target)
     else:
-        state.when_file_received().go_to(target)
+        getattr(state, when)().go_to(target)
 
 
 def user_file(session: Any) -> Any:

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 import framework
 import pytest
@@ -50,20 +50,6 @@ def new_telegram_bot(setup: Callable, name: str = 'telegram_test_bot'):
     platform = bot.use_telegram_platform()
     setup(bot, platform)
     return bot
-
-
-def on_file(state: Any, target: Any) -> None:
-    """``state`` goes to ``target`` when the user sends a file (BBF: ``when_file_received_go_to``; BAF 4.5: the
-    transition builder)."""
-    if framework.NAME == 'bbf':
-        state.when_file_received_go_to(target)
-    else:
-        state.when_file_received().go_to(target)
-
-
-def uploaded_file(session: Any) -> Any:
-    """The file the user sent (BBF: ``session.file``; BAF: the file event's)."""
-    return session.file if framework.NAME == 'bbf' else session.event.file
 
 
 def rag_states(bot, platform, rag_factory: Callable, parse_mode: str = 'HTML'):
@@ -623,11 +609,11 @@ def test_a_telegram_upload_is_answered_only_in_the_chat_that_sent_it(telegram_se
         Session = framework.session_class()  # noqa: N806 (a body's annotation: BAF compares it with its own)
 
         def upload_body(session: Session) -> None:
-            session.reply(describe_ingestion(rag.add_file(uploaded_file(session), session=session)))
+            session.reply(describe_ingestion(rag.add_file(framework.user_file(session), session=session)))
         upload.set_body(upload_body)
         framework.on_no_intent(upload, next(s for s in bot.states if s.name == 'answer'))
         for state in bot.states:
-            on_file(state, upload)
+            framework.on_file(state, upload)
 
     def answer_to(chat_id: int, text: str, replies: int = 1) -> str:
         count = len(server.requests('sendMessage')) + replies
