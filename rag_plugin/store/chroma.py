@@ -19,12 +19,10 @@ from typing import Any, Callable, Optional, Sequence
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
-from rag_plugin.errors import StoreDamaged
 from rag_plugin.store.base import DenseHit
 from rag_plugin.store.chroma_core import (INDEX_OUT_OF_REACH, RustIndexFiles, forget_index_progress, lacks_id,
                                           last_write, persist_directory, query_one, reopen_client, rust_core, system_of)
-from rag_plugin.store.chroma_files import (REPAIR_HINT, SQLITE_FILE, check_index, forget_store_folder, index_folder,
-                                           set_aside_index, sqlite_damage)
+from rag_plugin.store.chroma_files import SQLITE_FILE, check_index, index_folder, set_aside_index
 from rag_plugin.store.foreign import as_ours, is_foreign
 from rag_plugin.store.lexical import LexicalIndex
 from rag_plugin.store.lexical_shared import EXACT_SCAN_MAX, SCOPES, SharedLexicalIndex, exact_dense, wide_dense
@@ -378,38 +376,6 @@ class ChromaStore:
         except (OSError, TypeError):
             return None
         return stat.st_dev, stat.st_ino
-
-    def reopen(self) -> None:
-        """Open the folder's files again after it was replaced: this process's Chroma for the folder (its database
-        connection, its vector index) is dropped without saving anything (it would write into the new folder), a new
-        one is opened, and the collection is found again by name.
-
-        Raises:
-            StoreDamaged: the new folder's database is damaged
-            ValueError: the new folder has no collection of this name
-        """
-        import chromadb
-        from chromadb.api.shared_system_client import SharedSystemClient
-        folder, name = self.persist_directory, self.name
-        damage = sqlite_damage(folder)
-        if damage:
-            raise StoreDamaged(f'{folder}: {damage}: ' + REPAIR_HINT.format(folder=folder))
-        old = self.vector_store._client
-        settings = self._system().settings
-        SharedSystemClient._identifier_to_system.pop(old._identifier, None)
-        forget_store_folder(folder)
-        client = chromadb.Client(settings)
-        collection = client.get_collection(name)
-        self.vector_store._client = client
-        if hasattr(self.vector_store, '_chroma_collection'):  # langchain_chroma; langchain_community: _collection
-            self.vector_store._chroma_collection = collection
-        else:
-            self.vector_store._collection = collection
-        if isinstance(self._lexical, SharedLexicalIndex):
-            self._lexical.disk.close()  # the new folder's index file
-        if self._lexical is not None:
-            self._lexical.invalidate()
-        logger.warning('[RAG] The store folder %s was replaced: opened again (%d chunks)', folder, collection.count())
 
     # ---- damage ---------------------------------------------------------------------------------------------------
     def vector_folder(self) -> Optional[str]:

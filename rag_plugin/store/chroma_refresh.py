@@ -19,7 +19,8 @@ from langchain_core.vectorstores import VectorStore
 
 from rag_plugin.errors import StoreDamaged
 from rag_plugin.store.chroma import ChromaStore, chroma_internals
-from rag_plugin.store.chroma_files import SQLITE_FILE
+from rag_plugin.store.chroma_files import REPAIR_HINT, SQLITE_FILE, forget_store_folder, sqlite_damage
+from rag_plugin.store.lexical_shared import SharedLexicalIndex
 from rag_plugin.store.locks import WriteLock
 
 logger = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ class ChromaRefresher:
         if identity is None:
             raise StoreDamaged(f'{self._store.persist_directory}: the store folder has no {SQLITE_FILE} any more '
                                f'(deleted?): ingest the files again, or restore it')
-        self._store.reopen()
+        reopen_replaced(self._store)
         self._identity = identity
         for listener in self.on_replaced:
             listener()
@@ -139,3 +140,36 @@ class ChromaRefresher:
         the other store objects of this process that need one holding the write ``seen``)."""
         self._store.reopen_index(seen)
         logger.info('[RAG] The store changed in another process: vector index re-opened')
+
+
+def reopen_replaced(store: ChromaStore) -> None:
+    """Open a store folder's files again after it was replaced: this process's Chroma for the folder (its database
+    connection, its vector index) is dropped without saving anything (it would write into the new folder), a new
+    one is opened, and the collection is found again by name.
+
+    Raises:
+        StoreDamaged: the new folder's database is damaged
+        ValueError: the new folder has no collection of this name
+    """
+    import chromadb
+    from chromadb.api.shared_system_client import SharedSystemClient
+    folder, name = store.persist_directory, store.name
+    damage = sqlite_damage(folder)
+    if damage:
+        raise StoreDamaged(f'{folder}: {damage}: ' + REPAIR_HINT.format(folder=folder))
+    old = store.vector_store._client
+    settings = store._system().settings
+    SharedSystemClient._identifier_to_system.pop(old._identifier, None)
+    forget_store_folder(folder)
+    client = chromadb.Client(settings)
+    collection = client.get_collection(name)
+    store.vector_store._client = client
+    if hasattr(store.vector_store, '_chroma_collection'):  # langchain_chroma; langchain_community: _collection
+        store.vector_store._chroma_collection = collection
+    else:
+        store.vector_store._collection = collection
+    if isinstance(store._lexical, SharedLexicalIndex):
+        store._lexical.disk.close()  # the new folder's index file
+    if store._lexical is not None:
+        store._lexical.invalidate()
+    logger.warning('[RAG] The store folder %s was replaced: opened again (%d chunks)', folder, collection.count())
