@@ -51,8 +51,8 @@ screenshot: install chromium
 	  tests/test_webchat.py -k test_web_chat_answers_with_sources_not_found_upload_and_streaming
 
 # The same plugin on the BESSER Agentic Framework (BAF 4.5: langchain 0.3, chromadb 1.x, pypdf 6), in a second venv
-# of its own (BBF and BAF pin stacks that cannot share one), installed in ONE pip call: the host-independent tests
-# and the BAF host tests (`-m "not bbf"` deselects the tests that need besser.bot).
+# of its own (BBF and BAF pin stacks that cannot share one), installed in ONE pip call: every test but the few that
+# check BBF itself (`-m "not bbf"`); the channel tests run on the installed framework (tests/framework.py).
 BAF_VENV ?= .venv-baf
 BAF_BIN := $(BAF_VENV)/bin
 BAF_STAMP := $(BAF_VENV)/.rag_plugin-installed
