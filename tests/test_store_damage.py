@@ -138,3 +138,25 @@ def test_a_store_folder_replaced_under_a_running_server_is_opened_again(sound_st
     assert health.status_code == 503 and 'store' in health.json()['down']
     assert 'no chroma.sqlite3' in health.json()['parts']['store']
     assert not store.exists()
+
+
+def test_a_vector_index_pickle_that_names_code_is_refused_not_run(tmp_path):
+    """chromadb 1.x's saved ids (index_metadata.pickle) are read as plain data only: a store folder is not trusted
+    code, and a pickle naming a function would run it when loaded."""
+    import os
+    import pickle
+
+    from rag_plugin.errors import StoreDamaged
+    from rag_plugin.store.chroma_core import RustIndexFiles
+    marker = tmp_path / 'ran'
+
+    class Planted:
+        def __reduce__(self):
+            return os.system, (f'touch {marker}',)
+    (tmp_path / 'segment').mkdir()
+    (tmp_path / 'segment' / 'index_metadata.pickle').write_bytes(pickle.dumps({'id_to_label': Planted()}))
+    files = RustIndexFiles.__new__(RustIndexFiles)  # only its saved ids are read here (no database needed)
+    files.store_folder, files.segment_id = str(tmp_path), 'segment'
+    with pytest.raises(StoreDamaged, match='not plain data'):
+        files._saved()
+    assert not marker.exists()

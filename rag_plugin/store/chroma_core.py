@@ -29,6 +29,7 @@ was kept in memory (ingesting again after a restart added every chunk again).
 from __future__ import annotations
 
 import os
+import pickle
 import sqlite3
 from typing import Any, Callable, Optional
 
@@ -116,6 +117,14 @@ def _read_only(folder: str) -> sqlite3.Connection:
     return sqlite3.connect(f'file:{os.path.join(folder, SQLITE_FILE)}?mode=ro', uri=True, timeout=10)
 
 
+class _PlainData(pickle.Unpickler):
+    """Reads a pickle of plain data only (dicts, lists, strings, numbers: what chroma's Rust core writes with
+    serde-pickle): a store folder is not trusted code, and a pickle naming a class could run any."""
+
+    def find_class(self, module: str, name: str):
+        raise pickle.UnpicklingError(f'{module}.{name}: not plain data')
+
+
 class RustIndexFiles:
     """The chunk ids a chromadb 1.x vector index holds when its Rust core opens it: the ids of its saved ``IdMap``
     (``index_metadata.pickle``), then the writes its log holds after the number recorded for the index in the
@@ -141,13 +150,12 @@ class RustIndexFiles:
 
     def _saved(self) -> tuple[set[str], Optional[int]]:
         """The saved ``IdMap``'s ids and its own (legacy) ``max_seq_id``; nothing when there is no such file."""
-        import pickle
         import time
         path = os.path.join(self.store_folder, self.segment_id, INDEX_METADATA_FILE)
         for attempt in range(3):  # the Rust core of another process may be writing it at this very moment
             try:
                 with open(path, 'rb') as f:
-                    saved = pickle.load(f)
+                    saved = _PlainData(f).load()
                 return set(saved.get('id_to_label') or {}), saved.get('max_seq_id')
             except FileNotFoundError:
                 return set(), None
