@@ -203,26 +203,25 @@ class ChromaStore:
         if not ids:
             return {}
         self.check_vector_index()
-        try:
-            got = self._collection.get(ids=ids, include=['embeddings'])
-        except Exception as e:  # noqa: BLE001 - chromadb 1.x's InternalError; anything else is raised again
-            if not lacks_id(e):
-                raise
-            got = {'ids': ids, 'embeddings': []}
+        got = self._read_embeddings(ids)
         if len(got['embeddings']) == len(got['ids']):
             return dict(zip(got['ids'], got['embeddings']))
         logger.warning('[RAG] The vector index lacks chunks of the store; run: python -m rag_plugin ingest --repair')
         out = {}
         for chunk_id in got['ids']:
-            try:
-                one = self._collection.get(ids=[chunk_id], include=['embeddings'])
-            except Exception as e:  # noqa: BLE001 - as above
-                if not lacks_id(e):
-                    raise
-                continue
+            one = self._read_embeddings([chunk_id])
             if len(one['embeddings']) == 1:
                 out[chunk_id] = one['embeddings'][0]
         return out
+
+    def _read_embeddings(self, ids: list[str]) -> dict:
+        """Chroma's ``get`` of the chunks' embeddings; none when chromadb 1.x fails it because its index lacks one."""
+        try:
+            return self._collection.get(ids=ids, include=['embeddings'])
+        except Exception as e:  # noqa: BLE001 - chromadb 1.x's InternalError; anything else is raised again
+            if not lacks_id(e):
+                raise
+            return {'ids': ids, 'embeddings': []}
 
     def dense_search(self, vector: Sequence[float], n: int, where: Optional[dict] = None,
                      with_embeddings: bool = False) -> list[DenseHit]:
@@ -230,7 +229,7 @@ class ChromaStore:
         embeddings when asked for)."""
         include = ['distances'] + (['embeddings'] if with_embeddings else [])
         self.check_vector_index()
-        if isinstance(self.lexical, SharedLexicalIndex) and (where or self.count() <= EXACT_SCAN_MAX):
+        if isinstance(self.lexical, SharedLexicalIndex) and (where or SCOPES.count(self) <= EXACT_SCAN_MAX):
             # few chunks (in the filter, or in all): scan their vectors, exactly. HNSW's approximate search missed
             # one of the 30 nearest at times on a 977-chunk store and the answer moved from run to run (and between
             # chromadb 0.5 and 1.x); a scan of 2,000 vectors takes under a millisecond.

@@ -61,20 +61,27 @@ class Scopes:
         self._vectors: list[tuple[list, tuple[list[str], np.ndarray]]] = []
 
     def ids(self, store: Any, where: dict) -> list[str]:
-        """The ids of the chunks of ``store`` that pass ``where`` (Chroma's ``where``, ids only)."""
+        """The ids of the chunks of ``store`` that pass ``where`` (Chroma's ``where``, ids only; ``{}``: every chunk)."""
+        return self._cached(store, json.dumps(where, sort_keys=True, default=str),
+                            lambda: list(store._collection.get(where=where or None, include=[])['ids']))
+
+    def count(self, store: Any) -> int:
+        """How many chunks ``store`` holds, counted once per store version (a search asks at every question)."""
+        return self._cached(store, 'count', store.count)
+
+    def _cached(self, store: Any, what: str, compute: Callable[[], Any]) -> Any:
         # the folder too: a copy of a store folder has the same collection and write count (two RAGs of one process)
-        key = (json.dumps(where, sort_keys=True, default=str), store.persist_directory or id(store), store.name,
-               store.version())
+        key = (what, store.persist_directory or id(store), store.name, store.version())
         with self._lock:
             if key in self._cache:
                 self._cache.move_to_end(key)
                 return self._cache[key]
-        ids = list(store._collection.get(where=where or None, include=[])['ids'])  # {}: every chunk
+        value = compute()
         with self._lock:
-            self._cache[key] = ids
+            self._cache[key] = value
             while len(self._cache) > self._size:
                 self._cache.popitem(last=False)
-        return ids
+        return value
 
     def vectors(self, ids: list[str], read: Callable[[], tuple[list[str], np.ndarray]]
                 ) -> tuple[list[str], np.ndarray]:
