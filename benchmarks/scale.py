@@ -3,7 +3,7 @@
 Usage::
 
     python benchmarks/scale.py [--chunks 100000] [--backends chroma,postgres] [--questions 40] [--json OUT]
-                               [--keep DIR]
+                               [--keep DIR] [--bulk]
 
 The stores are built without embedding anything again: the real chunks and vectors of the eval corpora (data/pdfs and
 Northwind, as ``python -m rag_plugin eval`` caches them in ``--cache``) are replicated with a little noise on each
@@ -23,7 +23,9 @@ pgvector 0.6) unless ``RAG_PLUGIN_DATABASE_URL`` is set; its memory is the serve
 
 ``--keep DIR`` keeps the stores (and pgserver's data folder) in DIR instead of a temporary folder; a later run with the
 same DIR and ``--chunks`` finds them complete, skips the build and measures retrieval again (a 1M-chunk store takes
-about an hour to write on 2 cores), reporting the ingestion figures of the run that built it.
+about an hour to write on 2 cores), reporting the ingestion figures of the run that built it. ``--bulk`` builds a PostgreSQL store as a first load of a
+large corpus is best done: without the HNSW index during the writes, which is then built once (the same definition;
+the ingestion rate includes that build).
 
 Targets (issue 16), on a 2-core machine: PostgreSQL p95 < 100 ms at 100k chunks and < 250 ms at 1M; cold first
 question < 2 s at 1M; the bot process's memory independent of corpus size. Issue 30, the embedded default at 100k
@@ -106,9 +108,12 @@ def replicas(texts, metadatas, vectors, n: int, noise: float, seed: int = 7):
         yield chunk_id, vector.tolist(), text, metadata
 
 
-def build(backend: str, target: str, chunks, n: int, batch: int, record: Optional[Path] = None) -> dict:
+def build(backend: str, target: str, chunks, n: int, batch: int, record: Optional[Path] = None,
+          bulk: bool = False) -> dict:
     """Write the chunks into a new store; returns the ingestion throughput. With ``record`` (a JSON file kept
-    beside a kept store), a store already built with ``n`` chunks is reused and the figures of its build returned."""
+    beside a kept store), a store already built with ``n`` chunks is reused and the figures of its build returned.
+    With ``bulk`` (PostgreSQL only), the HNSW index is dropped before the writes and built once after them, with the
+    schema's own definition (see :func:`bulk_index`)."""
     from rag_plugin.defaults import default_embeddings, default_vector_store
     from rag_plugin.store import corpus_store, postgres_store
     if record is not None and record.is_file():
@@ -124,6 +129,9 @@ def build(backend: str, target: str, chunks, n: int, batch: int, record: Optiona
         store = postgres_store(target, collection='scale', embeddings=embeddings)
         store.drop()
         store = vector_store = postgres_store(target, collection='scale', embeddings=embeddings)
+        if bulk:
+            with store.connection() as conn:
+                conn.execute(f'DROP INDEX IF EXISTS {store.tables.chunks}_embedding')
     started, written, part = time.perf_counter(), 0, []
     files: dict = {}  # (source id, document id) -> chunks, for the ledger
     for chunk in chunks:
@@ -141,14 +149,30 @@ def build(backend: str, target: str, chunks, n: int, batch: int, record: Optiona
         store.upsert(*zip(*part))
         written += len(part)
     finishing = time.perf_counter()
+    if bulk and backend != 'chroma':
+        bulk_index(store)
     record_files(vector_store, files)
     store.refresh()  # as an ingestion ends: Chroma's lexical index saves its matrix for the next process
     seconds = time.perf_counter() - started
     result = {'chunks': store.count(), 'ingest_s': seconds, 'ingest_rate': written / seconds,
-              'finish_s': time.perf_counter() - finishing}
+              'finish_s': time.perf_counter() - finishing, 'bulk': bulk and backend != 'chroma'}
     if record is not None:
         record.write_text(json.dumps(result), encoding='utf-8')
     return result
+
+
+def bulk_index(store) -> None:
+    """Build the HNSW index dropped for a bulk load: the schema's own statements (``create_schema`` makes what is
+    missing) with memory for the graph, then ``VACUUM ANALYZE`` for the planner's statistics."""
+    from rag_plugin.store.postgres_schema import create_schema
+    started = time.perf_counter()
+    with store.connection() as conn:
+        conn.execute("SET maintenance_work_mem = '2GB'")
+        with conn.transaction():
+            create_schema(conn, store.tables, len(store.embeddings.embed_query('dimension')))
+        conn.execute(f'VACUUM ANALYZE {store.tables.chunks}')
+        conn.execute('RESET maintenance_work_mem')
+    print(f'  postgres: HNSW index built in {time.perf_counter() - started:.0f} s', file=sys.stderr, flush=True)
 
 
 def record_files(vector_store, files: dict) -> None:
@@ -234,6 +258,8 @@ def main() -> int:
     parser.add_argument('--shared', default=SHARED, help='the shared eval data (default: %(default)s)')
     parser.add_argument('--json', help='also write the results as JSON')
     parser.add_argument('--keep', metavar='DIR', help='keep the stores in DIR and reuse them in a later run')
+    parser.add_argument('--bulk', action='store_true',
+                        help='PostgreSQL: drop the HNSW index for the writes and build it once after them')
     args = parser.parse_args()
     wanted = args.sources.split(',')
     texts, metadatas, vectors, questions = source_chunks(
@@ -264,7 +290,7 @@ def main() -> int:
                     target = server.get_uri()
             record = tmp / f'{backend}-built.json' if args.keep else None
             chunks = replicas(texts, metadatas, vectors, args.chunks, args.noise)
-            result = build(backend, target, chunks, args.chunks, args.batch, record)
+            result = build(backend, target, chunks, args.chunks, args.batch, record, args.bulk)
             result.update(probe(backend, target, questions))
             results[backend] = result
             print(f'{backend}: {json.dumps({k: v for k, v in result.items() if not isinstance(v, list)})}',
