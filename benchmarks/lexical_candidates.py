@@ -143,7 +143,8 @@ if kind == 'bm25s-mmap' or kind == 'bm25s-memory':
         docs, scores = index.retrieve([ids], k=K, show_progress=False, weight_mask=mask)
         return [int(d) for d, s in zip(docs[0], scores[0]) if s > 0]
 elif kind == 'disk':
-    from rag_plugin.store.lexical_disk import DiskLexical, top as top_k
+    from rag_plugin.store.lexical_disk import DiskLexical
+    from rag_plugin.store.lexical_matrix import top as top_k
     started = time.perf_counter()
     index = DiskLexical(os.path.join(folder, 'disk', 'words.sqlite3'), os.path.join(folder, 'disk', 'matrices'))
     matrix = index.matrix()

@@ -20,9 +20,11 @@ ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 STORE = 'rag_plugin.store'
 """str: the store layer: the one package that knows a backend."""
 
-STORE_MAY_IMPORT = frozenset({'rag_plugin.errors', 'rag_plugin.text', 'rag_plugin.text.abbreviations',
-                              'rag_plugin.text.chunks', 'rag_plugin.text.repair', 'rag_plugin.text.stopwords'})
-"""frozenset[str]: the modules outside ``rag_plugin.store`` that it may import: neutral leaves (errors, text helpers).
+STORE_MAY_IMPORT = frozenset({'rag_plugin.errors', 'rag_plugin._paths', 'rag_plugin.text', 'rag_plugin.text.abbreviations',
+                              'rag_plugin.text.chunks', 'rag_plugin.text.frequency', 'rag_plugin.text.repair',
+                              'rag_plugin.text.stopwords'})
+"""frozenset[str]: the modules outside ``rag_plugin.store`` that it may import: neutral leaves (errors, the cache
+folder, text helpers).
 Not ``rag_plugin`` itself: its names are imported lazily from every layer."""
 
 STORE_MUST_NOT_IMPORT = ('rag_plugin.ingest', 'rag_plugin.rag', 'rag_plugin.defaults', 'rag_plugin.generate')

@@ -1,6 +1,7 @@
 """The lexical index on disk beside a persisted Chroma store (issue 30): bm25s's scores exactly, filters pushed down to
 both sides, shared by processes, consistent with the chunks after a kill between the vectors and the words, and
-covered by ``stats --check`` and ``ingest --repair``."""
+covered by ``stats --check`` and ``ingest --repair``; the vectors kept beside the words answer the dense side without
+loading Chroma's index."""
 import json
 import os
 import signal
@@ -239,3 +240,101 @@ def test_a_damaged_matrix_is_built_again_from_the_words(tmp_path, embeddings):
     assert rag.run_retrieval('paella', k=1)[0].metadata['source_id'] == 'menu.txt'
     _shared.clear()
     assert json.loads(run(SEARCH, str(store_dir), 'paella Friday', 'mapped')) == ['menu.txt']  # saved whole again
+
+
+NO_HNSW = textwrap.dedent('''
+    import json, sys
+    import numpy as np
+    from chromadb.api.models.Collection import Collection
+    from helpers import build_rag
+    from rag_plugin import default_vector_store
+    from rag_plugin.store import corpus_store
+    def refuse(*args, **kwargs):
+        raise AssertionError("asked Chroma's vector index")
+    Collection.query = refuse  # the dense side must never search Chroma's HNSW index
+    loaded = []
+    try:  # chromadb 0.5 loads the whole index into the process when a segment is made
+        from chromadb.segment.impl.vector.local_persistent_hnsw import PersistentLocalHnswSegment as Segment
+        original = Segment.__init__
+        def init(self, *args, **kwargs):
+            loaded.append(1)
+            original(self, *args, **kwargs)
+        Segment.__init__ = init
+    except ImportError:  # chromadb 1.x: the index lives in its Rust core, reached only through query (refused)
+        pass
+    rag = build_rag(default_vector_store(sys.argv[1]))
+    store = corpus_store(rag.vector_store)
+    vector = rag.embeddings.embed_query(sys.argv[2])
+    out = {'answer': rag.run(sys.argv[2]).outcome}
+    for name, where in (('all', None), ('filtered', {'source_id': sys.argv[3]})):
+        out[name] = [(h.chunk_id, h.cosine) for h in store.dense_search(vector, 8, where)]
+    out['filtered_embeddings'] = [h.embedding for h in store.dense_search(vector, 2, {'source_id': sys.argv[3]},
+                                                                          with_embeddings=True)]
+    out['loaded'] = len(loaded)
+    print(json.dumps(out))
+''')
+
+
+def exact_nearest(store, vector, where=None, n=8) -> list[tuple[str, float]]:
+    import numpy as np
+    ids = sorted({d.metadata['chunk_id'] for d in store.find(where)} if where else store.ids())
+    stored = store.chroma_embeddings_of(ids)  # Chroma's own vectors
+    q = np.asarray(vector)
+    cosines = {i: float(np.dot(v, q) / np.linalg.norm(v) / np.linalg.norm(q)) for i, v in stored.items()}
+    return [(i, cosines[i]) for i in sorted(cosines, key=lambda i: -cosines[i])[:n]]
+
+
+def test_questions_scan_the_vectors_kept_on_disk_and_never_load_chromas_index(corpus_store, embeddings):
+    """Chroma 0.5 loads its whole HNSW graph and three dicts of every chunk id into each process that searches
+    (about 230 MB at 100,000 chunks); the vectors kept beside the words are scanned instead, exactly."""
+    from rag_plugin.store import corpus_store as store_of
+    store = store_of(corpus_store)
+    question = 'How do I fix a sync error when working offline?'
+    source = sorted({m['source_id'] for m in store.metadatas()})[1]
+    got = json.loads(run(NO_HNSW, str(corpus_store._persist_directory), question, source))
+    assert got['loaded'] == 0 and got['answer'] in ('answer', 'closest')
+    vector = embeddings.embed_query(question)
+    for name, where in (('all', None), ('filtered', {'source_id': source})):
+        expected = exact_nearest(store, vector, where)
+        assert [i for i, _ in got[name]] == [i for i, _ in expected], name
+        assert all(abs(a - b) < 1e-5 for (_, a), (_, b) in zip(got[name], expected)), name
+    chroma = store.chroma_embeddings_of([i for i, _ in got['filtered'][:2]])
+    assert len(got['filtered_embeddings']) == 2
+    assert all(v == pytest.approx(chroma[i], abs=1e-6) for v, (i, _) in zip(got['filtered_embeddings'],
+                                                                           got['filtered']))
+
+
+def test_an_index_written_before_the_vectors_were_kept_reads_them_from_chroma(corpus_store, embeddings):
+    import shutil
+    import sqlite3
+    from rag_plugin.store import corpus_store as store_of
+    from rag_plugin.store.lexical_disk import index_paths
+    folder = str(corpus_store._persist_directory)
+    path, matrices = index_paths(folder, 'rag_plugin')
+    db = sqlite3.connect(path)
+    db.execute('ALTER TABLE chunks DROP COLUMN vector')  # the file as the previous release wrote it
+    db.commit()
+    db.close()
+    shutil.rmtree(matrices)
+    question = 'How do I fix a sync error when working offline?'
+    source = sorted({m['source_id'] for m in store_of(corpus_store).metadatas()})[0]
+    got = json.loads(run(NO_HNSW.replace('Collection.query = refuse', 'pass'), folder, question, source))
+    db = sqlite3.connect(path)
+    assert db.execute('SELECT COUNT(*), COUNT(vector) FROM chunks').fetchone() == (store_of(corpus_store).count(),) * 2
+    db.close()
+    store = store_of(corpus_store)
+    assert [i for i, _ in got['all']] == [i for i, _ in exact_nearest(store, embeddings.embed_query(question))]
+    assert json.loads(run(NO_HNSW, folder, question, source))['loaded'] == 0  # the next process: from disk only
+
+
+def test_a_wide_filter_reads_its_chunk_ids_a_page_at_a_time(corpus_store, monkeypatch):
+    from rag_plugin.store import corpus_store as store_of
+    from rag_plugin.store import lexical_shared
+    monkeypatch.setattr(lexical_shared, 'SCOPE_PAGE', 7)
+    store = store_of(corpus_store)
+    sources = sorted({m['source_id'] for m in store.metadatas()})[:2]
+    where = {'source_id': {'$in': sources}}
+    expected = {d.metadata['chunk_id'] for d in store.find(where)}
+    assert len(expected) > 3 * 7
+    ids = lexical_shared.Scopes().ids(store, where)
+    assert len(ids) == len(expected) and set(ids) == expected

@@ -27,10 +27,10 @@ from typing import Any, Optional
 
 import numpy as np
 
+from rag_plugin._paths import DEFAULT_CACHE_DIR  # where exported ONNX graphs are kept
+
 logger = logging.getLogger(__name__)
 
-DEFAULT_CACHE_DIR = os.environ.get('RAG_PLUGIN_CACHE', os.path.join(os.path.expanduser('~'), '.cache', 'rag_plugin'))
-"""str: where exported ONNX graphs are kept (env ``RAG_PLUGIN_CACHE``)."""
 
 _PROBES = ['What is covered?', 'Error E-4012 means the sync token expired; sign in again to renew it. ' * 4]
 _TOLERANCE = 1e-4

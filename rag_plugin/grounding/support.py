@@ -67,8 +67,8 @@ def passages(number: int, pieces: list[str]) -> list[Passage]:
 def english_rarity(term: str) -> float:
     """A word's weight without a corpus: 1 for the commonest English words, up to 7 for words English never uses
     (names, codes, typos), by wordfreq's Zipf scale."""
-    from wordfreq import zipf_frequency
-    return 1.0 + max(0.0, 6.0 - zipf_frequency(term, 'en'))
+    from rag_plugin.text.frequency import zipf
+    return 1.0 + max(0.0, 6.0 - zipf(term, 'en'))
 
 
 class SupportScorer:

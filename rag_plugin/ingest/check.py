@@ -25,6 +25,9 @@ from rag_plugin.store.ledger import Ledger
 from rag_plugin.store.lexical_shared import SharedLexicalIndex
 from rag_plugin.text import cosine
 
+INDEX_UNUSED = 'the questions are searched from the vectors beside the lexical index; stats --check compares it'
+"""str: why a start-up check does not compare Chroma's vector index."""
+
 SAME_MODEL_COSINE = 0.9
 """float: a chunk's stored vector and the embeddings' vector of its own text are at least this close when the same
 model made them (1.0 up to rounding for a plain-text vector; chunk headers embedded with the text move it less)."""
@@ -147,10 +150,14 @@ def check_store(vector_store: VectorStore, ledger: Ledger, detail: bool = False)
         return StoreCheck(table=-1, index=-1, ledger=sum(r.n_chunks for r in rows if r.status == 'ok'),
                           pending=[r.source_id for r in pending], damage=damage)
     reachable = store.index_reachable  # chromadb 1.x: the index is in its Rust core, out of reach
-    found = StoreCheck(table=store.count(), index=store.vector_index().count() if reachable else -1,
-                       ledger=sum(r.n_chunks for r in rows if r.status == 'ok'),
-                       pending=[r.source_id for r in pending], index_note=None if reachable else INDEX_OUT_OF_REACH)
     lexical = store.lexical if isinstance(store.lexical, SharedLexicalIndex) else None
+    # At start-up, a store searched from the vectors beside its lexical index is not made to load Chroma's index
+    # (about 230 MB at 100,000 chunks on chromadb 0.5) only to count it; stats --check compares it.
+    unused = not detail and lexical is not None and lexical.serves_dense()
+    note = INDEX_OUT_OF_REACH if not reachable else (INDEX_UNUSED if unused else None)
+    found = StoreCheck(table=store.count(), index=store.vector_index().count() if note is None else -1,
+                       ledger=sum(r.n_chunks for r in rows if r.status == 'ok'),
+                       pending=[r.source_id for r in pending], index_note=note)
     if lexical is not None:  # counts first (start-up); ids below
         found.lexical, found.lexical_problem = lexical.check(found.table)
     if not detail and not pending and found.ok:
@@ -158,7 +165,7 @@ def check_store(vector_store: VectorStore, ledger: Ledger, detail: bool = False)
     table = store.ids()
     if lexical is not None:
         found.lexical, found.lexical_problem = lexical.check(found.table, table)
-    index = store.index_ids() if reachable else table
+    index = store.index_ids() if reachable else table  # (detail: compared even when unused)
     required = {i for r in rows if r.status == 'ok' for i in r.ids()}
     allowed = required | {i for r in pending for i in r.ids() + r.prev_ids()}
     found.detailed = True

@@ -187,18 +187,22 @@ class ChromaStore:
     def sample(self, n: int = 1) -> list[tuple[str, Document, list[float]]]:
         """Up to ``n`` chunks with their stored vectors: ``(id, chunk, vector)`` (to check which model made them)."""
         self.check_vector_index()
-        got = self._collection.get(limit=n, include=['documents', 'metadatas', 'embeddings'])
-        if len(got['embeddings']) != len(got['ids']):
-            return []
-        docs = _documents(got['ids'], got['documents'], got['metadatas'])
-        return [(chunk_id, doc, list(vector)) for chunk_id, doc, vector in zip(got['ids'], docs, got['embeddings'])]
+        got = self._collection.get(limit=n, include=['documents', 'metadatas'])
+        vectors, docs = self.embeddings_of(got['ids']), _documents(got['ids'], got['documents'], got['metadatas'])
+        return [(i, doc, list(vectors[i])) for i, doc in zip(got['ids'], docs)] if len(vectors) == len(docs) else []
 
     def embeddings_of(self, ids: Sequence[str]) -> dict[str, list[float]]:
-        """The stored embeddings of chunks, by id.
+        """The stored embeddings of chunks, by id: those its index on disk keeps, the others Chroma's."""
+        ids = [i for i in ids if isinstance(i, str)]
+        found = self.lexical.vectors(ids) if ids and isinstance(self.lexical, SharedLexicalIndex) else {}
+        if len(found) < len(ids):
+            found.update(self.chroma_embeddings_of([i for i in ids if i not in found]))
+        return found
 
-        Chroma lists the embeddings its vector index holds, without their ids (chromadb 0.5), or fails the whole read
-        (chromadb 1.x: ``Error finding id``): when the index lacks a chunk of the table (see ``stats --check``), each
-        is read on its own and the chunks without one are left out."""
+    def chroma_embeddings_of(self, ids: Sequence[str]) -> dict[str, list[float]]:
+        """The embeddings Chroma stores of chunks, by id. Chroma lists those its vector index holds without their ids
+        (chromadb 0.5), or fails the whole read (1.x: ``Error finding id``): when the index lacks a chunk of the table
+        (see ``stats --check``), each is read on its own and the chunks without one are left out."""
         ids = [i for i in ids if isinstance(i, str)]
         if not ids:
             return {}
@@ -229,15 +233,18 @@ class ChromaStore:
         embeddings when asked for)."""
         include = ['distances'] + (['embeddings'] if with_embeddings else [])
         self.check_vector_index()
-        if isinstance(self.lexical, SharedLexicalIndex) and (where or SCOPES.count(self) <= EXACT_SCAN_MAX):
-            # few chunks (in the filter, or in all): scan their vectors, exactly. HNSW's approximate search missed
-            # one of the 30 nearest at times on a 977-chunk store and the answer moved from run to run (and between
-            # chromadb 0.5 and 1.x); a scan of 2,000 vectors takes under a millisecond.
+        shared = isinstance(self.lexical, SharedLexicalIndex)
+        # A persisted store is scanned exactly: the vectors its index on disk keeps (none of Chroma's HNSW index is
+        # loaded), else, when few chunks pass, their vectors read from Chroma. HNSW's approximate search missed one of
+        # the 30 nearest at times on a 977-chunk store: the answer moved from run to run (and between chromadb 0.5 and
+        # 1.x).
+        hits = self.lexical.nearest(vector, n, where, with_embeddings) if shared else None
+        if hits is None and shared and (where or SCOPES.count(self) <= EXACT_SCAN_MAX):
             ids = SCOPES.ids(self, where or {})
             hits = exact_dense(self, vector, n, ids, with_embeddings) if len(ids) <= EXACT_SCAN_MAX else \
                 wide_dense(self, vector, n, ids, with_embeddings)
-            if hits is not None:
-                return [DenseHit(*hit) for hit in hits]
+        if hits is not None:
+            return [DenseHit(*hit) for hit in hits]
         result = self._collection.query(query_embeddings=[list(vector)], n_results=n, where=where or None,
                                         include=include)
         to_cosine = DISTANCE_TO_COSINE[self.space if self.space in DISTANCE_TO_COSINE else 'l2']
@@ -276,7 +283,7 @@ class ChromaStore:
         write = lambda: self._collection.upsert(ids=list(ids), embeddings=list(embeddings),  # noqa: E731
                                                 documents=list(documents), metadatas=list(metadatas))
         if isinstance(self.lexical, SharedLexicalIndex):  # the words in the same step (lexical_shared)
-            return self.lexical.write(write, ids, documents, metadatas)
+            return self.lexical.write(write, ids, documents, metadatas, embeddings=embeddings)
         write()
         self.lexical.invalidate()
 

@@ -9,7 +9,12 @@ Two parts (measured against FTS5, Tantivy and bm25s's own save/load: docs/lexica
   collection's last sequence number) and a new generation number;
 * **the BM25 matrix** of one generation (a folder of ``.npy`` files: each (word, chunk) pair's score as bm25s computes
   it, column by word), built from the words by whichever process first needs it, saved under its generation and
-  memory-mapped by the others: a question reads only the columns of its words.
+  memory-mapped by the others: a question reads only the columns of its words;
+* **the vectors** of the chunks, beside their words (the same transaction) and saved with the matrix of a generation
+  (``vectors.npy``, float32, in its row order, memory-mapped): the dense side scans them exactly instead of loading
+  Chroma's HNSW index into every process (chromadb 0.5 keeps the whole graph and three dicts of every chunk id in
+  memory: about 230 MB per process at 100,000 chunks). A file written before the vectors were kept gets them from
+  Chroma at its next catch-up.
 
 A chunk written to Chroma by another tool, or by a process killed between the two writes, is found by comparing the
 recorded sequence number with Chroma's: the words of the chunks Chroma has and the index lacks are added, those of
@@ -18,32 +23,27 @@ A damaged file raises :class:`~rag_plugin.errors.StoreDamaged` (``ingest --repai
 """
 from __future__ import annotations
 
-import json
 import logging
-import math
 import os
 import shutil
 import sqlite3
 import threading
-from typing import Any, Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
 from rag_plugin.errors import RAGPluginError, StoreDamaged
+from rag_plugin.store.lexical_matrix import Matrix, build_matrix, read_vectors, save_matrix
 from rag_plugin.store.locks import StoreBusy
 
 logger = logging.getLogger(__name__)
 
-BM25_K1 = 1.5
-"""float: BM25's term frequency saturation (bm25s's default)."""
-BM25_B = 0.75
-"""float: BM25's length normalisation (bm25s's default)."""
 EMPTY = '\u2205'
 """str: the word of a chunk without words (bm25s needs one per chunk)."""
 
 _SCHEMA = ('CREATE TABLE IF NOT EXISTS terms (id INTEGER PRIMARY KEY, term TEXT UNIQUE NOT NULL)',
            'CREATE TABLE IF NOT EXISTS chunks (row INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, '
-           'words BLOB NOT NULL)',
+           'words BLOB NOT NULL, vector BLOB)',
            'CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value INTEGER NOT NULL)')
 _WAIT = 600.0  # seconds a process waits for another's transaction (building the index of 100,000 chunks: ~40 s)
 _IDS_PER_STATEMENT = 900  # SQLite's bound on a statement's variables (999 in older builds)
@@ -62,77 +62,30 @@ def _pack(words: Sequence[str], term_ids: dict[str, int]) -> bytes:
     return np.concatenate([unique, counts.astype(np.int32)]).tobytes()
 
 
+def _add_vector_column(db: sqlite3.Connection) -> None:
+    """Give a words' file written before the vectors were kept its vector column, and mark it behind Chroma so that
+    its next catch-up reads them from Chroma (another process may add it first; a read-only file stays without)."""
+    if 'vector' in {row[1] for row in db.execute('PRAGMA table_info(chunks)')}:
+        return
+    try:
+        db.execute('BEGIN IMMEDIATE')
+        db.execute('ALTER TABLE chunks ADD COLUMN vector BLOB')
+        db.execute("INSERT OR REPLACE INTO state VALUES ('chroma', -1)")
+        db.execute('COMMIT')
+    except sqlite3.OperationalError as e:
+        if db.in_transaction:
+            db.execute('ROLLBACK')
+        if 'duplicate column' not in str(e) and 'readonly' not in str(e):
+            raise
+
+
 def _chunked(values: Sequence, size: int = _IDS_PER_STATEMENT):
     for start in range(0, len(values), size):
         yield values[start:start + size]
 
 
-class Matrix:
-    """The BM25 matrix of one generation (memory-mapped ``.npy`` files), column by word.
-
-    Attributes:
-        generation (int): the words' generation it was built from
-        n (int): chunks
-        rows (np.ndarray): the chunks' rows in the words' table, ascending (the matrix's row order)
-    """
-
-    def __init__(self, folder: str):
-        with open(os.path.join(folder, 'meta.json'), encoding='utf-8') as f:
-            meta = json.load(f)
-        self.generation: int = meta['generation']
-        self.n: int = meta['n']
-        load = lambda name: np.load(os.path.join(folder, f'{name}.npy'), mmap_mode='r')  # noqa: E731
-        self.data, self.indices, self.indptr, self.rows = load('data'), load('indices'), load('indptr'), load('rows')
-
-    def df(self, term_id: int) -> int:
-        """How many chunks hold a word."""
-        return int(self.indptr[term_id + 1] - self.indptr[term_id]) if 0 <= term_id < len(self.indptr) - 1 else 0
-
-    def scores(self, term_ids: Sequence[int]) -> np.ndarray:
-        """BM25 of every chunk for these words (repeated words count again), summed in their order as bm25s does."""
-        scores = np.zeros(self.n, dtype=np.float32)
-        for t in term_ids:
-            if 0 <= t < len(self.indptr) - 1:
-                start, end = int(self.indptr[t]), int(self.indptr[t + 1])
-                np.add.at(scores, self.indices[start:end], self.data[start:end])
-        return scores
-
-
-def build_matrix(rows: np.ndarray, blobs: list[bytes], n_terms: int) -> dict[str, Any]:
-    """The BM25 arrays of chunks (their rows and packed words), with bm25s's arithmetic (Lucene IDF, float32 scores),
-    so that scores equal the in-memory index's."""
-    n = len(blobs)
-    if n == 0:
-        return {'data': np.zeros(0, np.float32), 'indices': np.zeros(0, np.int32),
-                'indptr': np.zeros(n_terms + 1, np.int64), 'rows': np.zeros(0, np.int64), 'meta': {'n': 0, 'avg': 1.0}}
-    halves = np.fromiter((len(b) // 8 for b in blobs), dtype=np.int64, count=n)
-    flat = np.frombuffer(b''.join(blobs), dtype=np.int32)
-    starts = np.repeat(np.concatenate([[0], np.cumsum(2 * halves)[:-1]]), 2 * halves)
-    is_term = (np.arange(len(flat)) - starts) < np.repeat(halves, 2 * halves)
-    terms, tf = flat[is_term], flat[~is_term].astype(np.float32)
-    docs = np.repeat(np.arange(n, dtype=np.int32), halves)
-    lengths = np.bincount(docs, weights=tf, minlength=n)
-    avg = float(np.asarray(lengths, dtype=np.int64).mean()) if n else 1.0
-    df = np.bincount(terms, minlength=n_terms)
-    idf = np.zeros(n_terms, dtype=np.float32)
-    seen = df > 0
-    idf[seen] = [math.log(1 + (n - d + 0.5) / (d + 0.5)) for d in df[seen].tolist()]
-    norm = (BM25_K1 * ((1 - BM25_B) + BM25_B * lengths / avg)).astype(np.float32)
-    data = idf[terms] * (tf / (norm[docs] + tf))
-    order = np.lexsort((docs, terms))
-    indptr = np.zeros(n_terms + 1, dtype=np.int64)
-    np.cumsum(df, out=indptr[1:])
-    return {'data': data[order].astype(np.float32), 'indices': docs[order], 'indptr': indptr,
-            'rows': np.asarray(rows, dtype=np.int64), 'meta': {'n': n, 'avg': avg}}
-
-
-def top(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` best ``(indices, scores)``, best first, as bm25s selects them (numpy backend)."""
-    k = min(k, len(scores))
-    part = np.argpartition(scores, -k).take(indices=range(-k, 0))
-    best = np.take(scores, part)
-    order = np.flip(np.argsort(best))
-    return part[order], best[order]
+def _vector_blob(vector: Optional[Sequence[float]]) -> Optional[bytes]:
+    return None if vector is None else np.asarray(vector, dtype=np.float32).tobytes()
 
 
 class DiskLexical:
@@ -163,6 +116,7 @@ class DiskLexical:
                 db.execute('PRAGMA journal_mode=WAL')
                 for statement in _SCHEMA:
                     db.execute(statement)
+                _add_vector_column(db)
             except sqlite3.DatabaseError as e:
                 raise self.damaged(e) from None
             self._db = db
@@ -193,9 +147,10 @@ class DiskLexical:
         return os.path.exists(self.path)
 
     # ---- writes -------------------------------------------------------------------------------------------------
-    def write(self, add: Sequence[tuple[str, Sequence[str]]], remove: Sequence[str], before: int,
-              version: Callable[[], int]) -> None:
-        """Record chunks' words (replacing those of the same ids) and forget removed chunks, in one transaction.
+    def write(self, add: Sequence[tuple[str, Sequence[str], Optional[Sequence[float]]]], remove: Sequence[str],
+              before: int, version: Callable[[], int]) -> None:
+        """Record chunks' words and vectors (replacing those of the same ids) and forget removed chunks, in one
+        transaction.
 
         When the index was current before Chroma's write (its recorded sequence number is ``before``), Chroma's number
         after it (``version()``, read inside the transaction) is recorded; else the old number stays, so that the
@@ -215,12 +170,13 @@ class DiskLexical:
             except sqlite3.DatabaseError as e:
                 raise self.damaged(e) from None
 
-    def _apply(self, db: sqlite3.Connection, add: Sequence[tuple[str, Sequence[str]]], remove: Sequence[str]) -> None:
-        gone = list(remove) + [chunk_id for chunk_id, _ in add]
+    def _apply(self, db: sqlite3.Connection, add: Sequence[tuple[str, Sequence[str], Optional[Sequence[float]]]],
+               remove: Sequence[str]) -> None:
+        gone = list(remove) + [chunk_id for chunk_id, _, _ in add]
         for part in _chunked(gone):
             db.execute(f'DELETE FROM chunks WHERE id IN ({",".join("?" * len(part))})', part)
         if add:
-            words = {w for _, ws in add for w in (ws or [EMPTY])}
+            words = {w for _, ws, _ in add for w in (ws or [EMPTY])}
             known: dict[str, int] = {}
             for part in _chunked(sorted(words)):
                 known.update(db.execute(f'SELECT term, id FROM terms WHERE term IN ({",".join("?" * len(part))})',
@@ -231,19 +187,23 @@ class DiskLexical:
                 for part in _chunked(new):
                     known.update(db.execute(f'SELECT term, id FROM terms WHERE term IN ({",".join("?" * len(part))})',
                                             part).fetchall())
-            db.executemany('INSERT INTO chunks (id, words) VALUES (?, ?)',
-                           ((chunk_id, _pack(ws or [EMPTY], known)) for chunk_id, ws in add))
+            db.executemany('INSERT INTO chunks (id, words, vector) VALUES (?, ?, ?)',
+                           ((chunk_id, _pack(ws or [EMPTY], known), _vector_blob(vector))
+                            for chunk_id, ws, vector in add))
         db.execute("INSERT INTO state VALUES ('generation', 1) ON CONFLICT(key) DO UPDATE SET value = value + 1")
 
     def catch_up(self, chroma_version: int, table_ids: Callable[[], Sequence[str]],
-                 words_of: Callable[[list[str]], dict[str, list[str]]], force: bool = False) -> int:
+                 words_of: Callable[[list[str]], dict[str, list[str]]],
+                 vectors_of: Callable[[list[str]], dict[str, Sequence[float]]], force: bool = False) -> int:
         """Make the index name the table's chunks when Chroma was written without it (another tool, a process killed
-        between the two writes, an index missing or new); a no-op when the recorded sequence number is Chroma's.
+        between the two writes, an index missing or new, one written before the vectors were kept); a no-op when the
+        recorded sequence number is Chroma's.
 
         Args:
             chroma_version (int): Chroma's last sequence number now
             table_ids (Callable[[], Sequence[str]]): the table's chunk ids, in its order (the order of equal scores)
             words_of (Callable[[list[str]], dict[str, list[str]]]): the words of chunks of the table, by id
+            vectors_of (Callable[[list[str]], dict[str, Sequence[float]]]): Chroma's vectors of chunks, by id
 
         Returns:
             int: chunks added or removed
@@ -267,12 +227,14 @@ class DiskLexical:
                                        os.path.basename(self.path))
                     added = []
                     for part in _chunked(missing, 2000):
-                        added += list(words_of(part).items())
+                        vectors = vectors_of(part)
+                        added += [(i, ws, vectors.get(i)) for i, ws in words_of(part).items()]
                     if added or extra:
                         self._apply(db, added, extra)
                         if ours:
                             logger.warning('[RAG] The lexical index caught up with the store: %d chunk(s) added, %d '
                                            'removed', len(added), len(extra))
+                    self._fill_vectors(db, vectors_of)
                     db.execute('INSERT OR REPLACE INTO state VALUES (?, ?)', ('chroma', chroma_version))
                     db.execute('COMMIT')
                 except BaseException:
@@ -282,6 +244,24 @@ class DiskLexical:
             except sqlite3.DatabaseError as e:
                 raise self.damaged(e) from None
             return len(added) + len(extra)
+
+    def _fill_vectors(self, db: sqlite3.Connection, vectors_of: Callable[[list[str]], dict[str, Sequence[float]]]
+                      ) -> None:
+        """Read from Chroma the vectors of chunks recorded without one (a file from before they were kept, chunks
+        Chroma's index lacked); a new generation when any was found."""
+        lacking = [row[0] for row in db.execute('SELECT id FROM chunks WHERE vector IS NULL')]
+        if not lacking:
+            return
+        logger.warning('[RAG] Keeping the vectors of %d chunk(s) beside the lexical index (%s)', len(lacking),
+                       os.path.basename(self.path))
+        filled = 0
+        for part in _chunked(lacking, 2000):
+            vectors = vectors_of(part)
+            db.executemany('UPDATE chunks SET vector = ? WHERE id = ?',
+                           ((_vector_blob(v), i) for i, v in vectors.items()))
+            filled += len(vectors)
+        if filled:
+            db.execute("INSERT INTO state VALUES ('generation', 1) ON CONFLICT(key) DO UPDATE SET value = value + 1")
 
     # ---- reads --------------------------------------------------------------------------------------------------
     def generation(self) -> int:
@@ -306,50 +286,41 @@ class DiskLexical:
             self._vocabulary = None
             return self._matrix
 
+    def saved_matrix(self) -> Optional[Matrix]:
+        """The matrix of the current generation when it is saved (nothing is built), else None."""
+        if not self.exists():
+            return None
+        with self._lock:
+            generation = self.generation()
+            if self._matrix is not None and self._matrix.generation == generation:
+                return self._matrix
+            try:
+                self._matrix, self._vocabulary = Matrix(os.path.join(self.folder, f'g{generation:010d}')), None
+            except (OSError, ValueError, KeyError):
+                return None
+            return self._matrix
+
     def _build(self, generation: int, target: str) -> Matrix:
         db = self._connect()
         try:
-            db.execute('BEGIN')  # one snapshot of the words
+            db.execute('BEGIN')  # one snapshot of the words and vectors
             try:
                 got = db.execute('SELECT row, words FROM chunks ORDER BY row').fetchall()
                 n_terms = (db.execute('SELECT MAX(id) FROM terms').fetchone()[0] or 0) + 1
                 generation = self._state(db, 'generation', 0)
+                vectors = read_vectors(db, len(got))
             finally:
                 db.execute('COMMIT')
         except sqlite3.DatabaseError as e:
             raise self.damaged(e) from None
-        built = build_matrix(np.array([r for r, _ in got], dtype=np.int64), [w for _, w in got], n_terms)
+        built = build_matrix(np.array([r for r, _ in got], dtype=np.int64), [w for _, w in got], n_terms, vectors)
         del got
-        target = os.path.join(self.folder, f'g{generation:010d}')
-        partial = f'{target}.{os.getpid()}-{threading.get_ident()}.tmp'
         try:
-            os.makedirs(partial, exist_ok=True)
-            for name in ('data', 'indices', 'indptr', 'rows'):
-                np.save(os.path.join(partial, f'{name}.npy'), built[name])
-            with open(os.path.join(partial, 'meta.json'), 'w', encoding='utf-8') as f:
-                json.dump({**built['meta'], 'generation': generation}, f)
-            try:
-                os.rename(partial, target)  # whole or absent
-            except OSError:  # another process saved the same generation first, or one left it damaged
-                try:
-                    Matrix(target)
-                except (OSError, ValueError, KeyError):
-                    shutil.rmtree(target, ignore_errors=True)
-                    os.rename(partial, target)
-                shutil.rmtree(partial, ignore_errors=True)
-            self._forget_older(generation)
-            return Matrix(target)
+            matrix = save_matrix(built, os.path.join(self.folder, f'g{generation:010d}'), generation)
         except OSError as e:  # a read-only folder: keep it in memory
-            shutil.rmtree(partial, ignore_errors=True)
             logger.warning('[RAG] The lexical index could not be saved (%s): kept in memory', e)
-            return self._in_memory(built, generation)
-
-    @staticmethod
-    def _in_memory(built: dict, generation: int) -> Matrix:
-        matrix = Matrix.__new__(Matrix)
-        matrix.generation, matrix.n = generation, built['meta']['n']
-        matrix.data, matrix.indices, matrix.indptr, matrix.rows = (built[k] for k in ('data', 'indices', 'indptr',
-                                                                                       'rows'))
+            return Matrix.in_memory(built, generation)
+        self._forget_older(generation)
         return matrix
 
     def _forget_older(self, generation: int) -> None:
@@ -385,12 +356,27 @@ class DiskLexical:
     def ids_of(self, rows: Sequence[int]) -> dict[int, str]:
         """The chunk ids of rows."""
         rows = [int(r) for r in rows]
-        if not rows:
-            return {}
+        out: dict[int, str] = {}
         with self._lock:
             db = self._connect()
-            return dict(db.execute(f'SELECT row, id FROM chunks WHERE row IN ({",".join("?" * len(rows))})',
-                                   rows).fetchall())
+            for part in _chunked(rows):
+                out.update(db.execute(f'SELECT row, id FROM chunks WHERE row IN ({",".join("?" * len(part))})',
+                                      part).fetchall())
+        return out
+
+    def vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
+        """The vectors recorded of chunks, by id (chunks without one, or unknown, are left out)."""
+        out: dict[str, list[float]] = {}
+        with self._lock:
+            db = self._connect()
+            try:
+                for part in _chunked(list(ids)):
+                    out.update((i, np.frombuffer(v, dtype=np.float32).tolist()) for i, v in db.execute(
+                        f'SELECT id, vector FROM chunks WHERE vector IS NOT NULL AND id IN '
+                        f'({",".join("?" * len(part))})', part))
+            except sqlite3.DatabaseError as e:
+                raise self.damaged(e) from None
+        return out
 
     def vocabulary(self) -> dict[str, int]:
         """Every word some chunk holds, with its document frequency (read when the guard first asks)."""

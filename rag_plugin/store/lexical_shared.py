@@ -19,13 +19,22 @@ import numpy as np
 from langchain_core.documents import Document
 
 from rag_plugin.errors import StoreDamaged
-from rag_plugin.store.lexical_disk import EMPTY, DiskLexical, index_paths, top
+from rag_plugin.store.lexical_disk import EMPTY, DiskLexical, index_paths
+from rag_plugin.store.lexical_matrix import top
 from rag_plugin.text import found, tokens
 from rag_plugin.text.chunks import embedding_text
+
+DISK_SCAN_MAX = 250_000
+"""int: a store of at most this many chunks is searched densely by scanning the vectors its index on disk keeps
+(exact; 100,000 chunks in about 20 ms on 2 cores, docs/scaling-out.md), never loading Chroma's HNSW index; a larger one,
+or one whose index lacks vectors, through Chroma."""
 
 EXACT_SCAN_MAX = 2_000
 """int: a filter passing at most this many chunks is searched densely by scanning their vectors (exact); one passing
 more, by a deeper HNSW search kept to the chunks that pass (:func:`wide_dense`)."""
+
+SCOPE_PAGE = 2_000
+"""int: the chunk ids a filter's scope reads from Chroma per call."""
 
 VECTOR_SCOPES = 8
 """int: the scopes whose vectors are kept for the exact scan (the ids list of a scope is the same object for one
@@ -50,6 +59,36 @@ def words(document: Document) -> list[str]:
     return tokens(embedding_text(document)) or [EMPTY]
 
 
+def _scope_ids(store: Any, where: dict) -> list[str]:
+    # Chroma reads every passing chunk's metadata and text to list their ids: with many, the memory it frees stays in
+    # the process unless given back (glibc keeps it: +40-50 MB after a filter 10,000 of 100,000 chunks pass).
+    ids: list[str] = []
+    while True:  # a page at a time: Chroma holds one page's records, not every passing chunk's
+        page = store._collection.get(where=where or None, include=[], limit=SCOPE_PAGE, offset=len(ids))['ids']
+        ids += page
+        if len(page) < SCOPE_PAGE:
+            break
+    if len(ids) > SCOPE_PAGE:
+        give_back_memory()
+    return ids
+
+
+def give_back_memory() -> None:
+    """Return the memory the process has freed to the system (glibc's ``malloc_trim``; nothing elsewhere)."""
+    global _trim
+    if _trim is None:
+        try:
+            import ctypes
+            _trim = ctypes.CDLL('libc.so.6').malloc_trim
+        except (OSError, AttributeError):
+            _trim = False
+    if _trim:
+        _trim(0)
+
+
+_trim: Any = None
+
+
 class Scopes:
     """The chunk ids that pass filters, per filter and store version (a few kept)."""
 
@@ -62,8 +101,7 @@ class Scopes:
 
     def ids(self, store: Any, where: dict) -> list[str]:
         """The ids of the chunks of ``store`` that pass ``where`` (Chroma's ``where``, ids only; ``{}``: every chunk)."""
-        return self._cached(store, json.dumps(where, sort_keys=True, default=str),
-                            lambda: list(store._collection.get(where=where or None, include=[])['ids']))
+        return self._cached(store, json.dumps(where, sort_keys=True, default=str), lambda: _scope_ids(store, where))
 
     def count(self, store: Any) -> int:
         """How many chunks ``store`` holds, counted once per store version (a search asks at every question)."""
@@ -125,15 +163,20 @@ class SharedLexicalIndex:
         self.disk: DiskLexical = disk_index(store.persist_directory, store.name)
         self._checked: Optional[int] = None
         self._known: dict[tuple[int, str], bool] = {}
+        self._scopes: list[tuple[list, int, np.ndarray]] = []
+        self._positions_lock = threading.Lock()
 
     # ---- writes -------------------------------------------------------------------------------------------------
     def write(self, chroma_write: Callable[[], None], ids: Sequence[str] = (), documents: Sequence[str] = (),
-              metadatas: Sequence[dict] = (), removed: Sequence[str] = ()) -> None:
-        """Write Chroma (``chroma_write``), then the chunks' words in the same step (tokenised before Chroma is
-        touched): a kill in between leaves the index behind Chroma's sequence number, caught up at its next read."""
+              metadatas: Sequence[dict] = (), removed: Sequence[str] = (),
+              embeddings: Sequence[Sequence[float]] = ()) -> None:
+        """Write Chroma (``chroma_write``), then the chunks' words and vectors in the same step (tokenised before
+        Chroma is touched): a kill in between leaves the index behind Chroma's sequence number, caught up at its next
+        read."""
         from rag_plugin.store.foreign import as_ours
-        added = [(i, words(Document(page_content=text or '', metadata=as_ours(i, metadata) or {})))
-                 for i, text, metadata in zip(ids, documents, metadatas)]
+        vectors = list(embeddings) or [None] * len(ids)
+        added = [(i, words(Document(page_content=text or '', metadata=as_ours(i, metadata) or {})), vector)
+                 for i, text, metadata, vector in zip(ids, documents, metadatas, vectors)]
         before = self.store.version()
         chroma_write()
         self.disk.write(added, list(removed), before, self.store.version)
@@ -153,7 +196,7 @@ class SharedLexicalIndex:
         """Catch up with Chroma if it was written without the index; return the chunk count."""
         version = self.store.version()
         if version != self._checked:
-            self.disk.catch_up(version, self._table_ids, self._words_of)
+            self.disk.catch_up(version, self._table_ids, self._words_of, self.store.chroma_embeddings_of)
             self._checked = version
         return self.disk.matrix().n
 
@@ -192,7 +235,8 @@ class SharedLexicalIndex:
         damage = self.disk.damage()
         if damage:
             self.disk.remove_files()
-        self.disk.catch_up(self.store.version(), self._table_ids, self._words_of, force=True)
+        self.disk.catch_up(self.store.version(), self._table_ids, self._words_of, self.store.chroma_embeddings_of,
+                           force=True)
         self._checked = None
         self.refresh()
         return damage
@@ -217,9 +261,7 @@ class SharedLexicalIndex:
             return []
         scores = matrix.scores(wanted)
         if filter:
-            rows = self.disk.rows_of(SCOPES.ids(self.store, filter))
-            at = np.searchsorted(matrix.rows, rows)
-            at = at[(at < matrix.n) & (np.asarray(matrix.rows)[np.minimum(at, matrix.n - 1)] == rows)]
+            at = self._positions(matrix, filter)
             if not len(at):
                 return []
             scoped = np.zeros_like(scores)
@@ -230,6 +272,60 @@ class SharedLexicalIndex:
         ids = self.disk.ids_of([r for r, _ in keep])
         docs = self.store.get([ids[r] for r, _ in keep if r in ids])
         return [(docs[ids[r]], v) for r, v in keep if r in ids and ids[r] in docs]
+
+    def nearest(self, vector: Sequence[float], n: int, filter: Optional[dict] = None, with_embeddings: bool = False
+                ) -> Optional[list[tuple[str, float, Optional[list[float]]]]]:
+        """The ``n`` chunks nearest to an embedding by cosine (among those that pass ``filter``), from the vectors
+        the index keeps: ``(id, cosine, embedding or None)``, nearest first; None when it keeps none or the store is
+        larger than :data:`DISK_SCAN_MAX` (the caller asks Chroma)."""
+        self.refresh()
+        matrix = self.disk.matrix()
+        if matrix.vectors is None or matrix.n > DISK_SCAN_MAX:
+            return None
+        if matrix.n == 0:
+            return []
+        q = np.asarray(vector, dtype=np.float32)
+        at = self._positions(matrix, filter) if filter else None
+        if at is not None and not len(at):
+            return []
+        if at is None or len(at) > matrix.n // 8:  # a wide filter: scan all (no copy of its vectors), keep its own
+            norms = matrix.norms * (np.linalg.norm(q) or 1.0)
+            cosines = matrix.vectors @ q / np.where(norms == 0, 1.0, norms)
+            cosines = cosines if at is None else cosines[at]
+        else:
+            norms = matrix.norms[at] * (np.linalg.norm(q) or 1.0)
+            cosines = matrix.vectors[at] @ q / np.where(norms == 0, 1.0, norms)
+        best, values = top(cosines, n)
+        positions = best if at is None else at[best]
+        ids = self.disk.ids_of([int(matrix.rows[p]) for p in positions])
+        return [(ids[int(matrix.rows[p])], float(v), matrix.vectors[p].tolist() if with_embeddings else None)
+                for p, v in zip(positions, values) if int(matrix.rows[p]) in ids]
+
+    def _positions(self, matrix: Any, filter: dict) -> np.ndarray:
+        """The matrix positions of the chunks that pass a filter, kept for the last few filters of this
+        generation (the lexical and the dense side of a search ask both)."""
+        ids = SCOPES.ids(self.store, filter)
+        with self._positions_lock:
+            for known, generation, at in self._scopes:
+                if known is ids and generation == matrix.generation:
+                    return at
+        at = matrix.positions(np.sort(self.disk.rows_of(ids)))
+        with self._positions_lock:
+            self._scopes = ([(ids, matrix.generation, at)] + self._scopes)[:VECTOR_SCOPES]
+        return at
+
+    def serves_dense(self) -> bool:
+        """Whether :meth:`nearest` answers the dense side (the index keeps every chunk's vector, and the store is
+        small enough to scan), as its saved matrix says; False when it has none saved or cannot be read."""
+        try:
+            matrix = self.disk.saved_matrix()
+        except StoreDamaged:
+            return False
+        return matrix is not None and matrix.vectors is not None and matrix.n <= DISK_SCAN_MAX
+
+    def vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
+        """The vectors the index keeps of chunks, by id (chunks it lacks or keeps none of are left out)."""
+        return self.disk.vectors(ids)
 
     def _vocabulary(self) -> dict[str, int]:
         return self.disk.vocabulary()

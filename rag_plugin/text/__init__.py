@@ -143,8 +143,8 @@ def weight_share(part: Iterable[str], terms: Iterable[str], weight: Callable[[st
 def is_common_english(term: str) -> bool:
     """Whether a word is common enough in English (wordfreq's Zipf scale, 3 = once per million words) to be meant
     as written: such a word is matched exactly or by form, never by spelling ("commuter" is not "computer")."""
-    from wordfreq import zipf_frequency  # loads its frequency tables (~0.3 s): only when a word is unknown
-    return zipf_frequency(term, 'en') >= 3.0
+    from rag_plugin.text.frequency import zipf
+    return zipf(term, 'en') >= 3.0
 
 
 def found(term: str, vocabulary) -> bool:

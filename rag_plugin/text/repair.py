@@ -123,7 +123,6 @@ def _is_word(piece: str, lang: str, contraction: bool = False) -> bool:
     return _zipf(piece, lang) >= _MIN_ZIPF.get(len(piece), _WORD_ZIPF)
 
 
-@lru_cache(maxsize=65536)
 def _zipf(word: str, lang: str) -> float:
-    from wordfreq import zipf_frequency  # loads its frequency tables once (~0.3 s)
-    return zipf_frequency(word, lang)
+    from rag_plugin.text.frequency import zipf
+    return zipf(word, lang)
