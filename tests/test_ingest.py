@@ -128,6 +128,22 @@ def test_ingesting_twice_adds_nothing_and_keeps_the_same_ids(tmp_path, new_rag):
     assert_store_matches_ledger(again)
 
 
+def test_the_smallest_file_is_parsed_first_and_the_report_keeps_the_files_order(tmp_path, new_rag, monkeypatch):
+    """Nothing can be embedded before the first file is parsed: a small one is parsed soonest."""
+    from rag_plugin.ingest import run
+    docs = tmp_path / 'docs'
+    fx.make_text(docs / 'a_big.md', '# Big\n\n' + fx.long_text('big', 12, seed=1))
+    fx.make_text(docs / 'b_small.txt', 'Parking permits are renewed each January.')
+    fx.make_text(docs / 'c_mid.md', '# Mid\n\n' + fx.long_text('mid', 3, seed=2))
+    parsed, original = [], run.load_file
+    monkeypatch.setattr(run, 'load_file', lambda path, data, **kw: parsed.append(path.name) or original(path, data,
+                                                                                                      **kw))
+    report = new_rag().ingest(str(docs))
+    assert parsed == ['b_small.txt', 'c_mid.md', 'a_big.md']
+    assert [f.source_id for f in report.files] == ['a_big.md', 'b_small.txt', 'c_mid.md']
+    assert {f.status for f in report.files} == {'added'}
+
+
 # ---- 2. change and removal ------------------------------------------------------------------------------------------
 def test_changed_files_are_replaced_and_removed_files_deleted_only_with_sync(tmp_path, new_rag):
     docs = tmp_path / 'docs'

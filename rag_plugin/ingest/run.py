@@ -95,7 +95,9 @@ class IngestRun:
         """Decide, parse, chunk and write the files of the run.
 
         Files are parsed (``loader``, default :func:`load_file` within the ingestor's limits) in worker processes
-        (:class:`~rag_plugin.ingest.parsing.ParsePool`) while the chunks of those parsed before are embedded here.
+        (:class:`~rag_plugin.ingest.parsing.ParsePool`) while the chunks of those parsed before are embedded here,
+        smallest first: nothing can be embedded before the first file is parsed, and a small one is parsed soonest
+        (the report keeps the files' order).
         A file's ledger row is marked ``pending`` before any of its chunks is written and ``ok`` once all are in, so
         a kill at any moment is repaired by the next run. With ``adopt`` (files of a folder), chunks another tool
         wrote for a file (BBF's ``load_pdfs``) are replaced by the file's chunks, reusing their vectors where the
@@ -111,7 +113,9 @@ class IngestRun:
         ingestor = self.ingestor
         if adopt:
             self.foreign = foreign_by_path(ingestor.vector_store, ingestor.ledger)
-        files_bar = tqdm(sources, desc='Reading', unit='file', disable=not progress)
+        order, start = {source_id: i for i, (source_id, _) in enumerate(sources)}, len(self.report.files)
+        files_bar = tqdm(sorted(sources, key=lambda source: _size(source[1])), desc='Reading', unit='file',
+                         disable=not progress)
         self.bar = tqdm(total=0, desc='Embedding', unit='chunk', disable=not progress)
         parse = loader or functools.partial(load_file, limits=ingestor.limits)
         try:
@@ -126,6 +130,7 @@ class IngestRun:
         finally:
             files_bar.close()
             self.bar.close()
+            self.report.files[start:] = sorted(self.report.files[start:], key=lambda f: order.get(f.source_id, -1))
 
     def _jobs(self, sources: Iterable, may_defer: bool) -> Iterator[tuple[Job, str, bytes]]:
         """The files to parse, as ``(job, source_id, data)``; unchanged, duplicate and unreadable files go to the
@@ -240,6 +245,16 @@ class IngestRun:
         tail = [key for key in named if key.replace('\\', '/').endswith('/' + source_id)]
         chosen = exact or tail or (named if len(named) == 1 else [])
         return {chunk_id: doc for key in chosen for chunk_id, doc in self.foreign.pop(key).items()}
+
+
+def _size(origin: Any) -> int:
+    """A file's size in bytes (0 when it cannot be read: the run reports why)."""
+    if isinstance(origin, bytes):
+        return len(origin)
+    try:
+        return os.path.getsize(origin)
+    except OSError:
+        return 0
 
 
 def foreign_by_path(vector_store: VectorStore, ledger: Ledger) -> dict[str, dict[str, Document]]:
