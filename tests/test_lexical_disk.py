@@ -291,7 +291,7 @@ def test_questions_scan_the_vectors_kept_on_disk_and_never_load_chromas_index(co
     store = store_of(corpus_store)
     question = 'How do I fix a sync error when working offline?'
     source = sorted({m['source_id'] for m in store.metadatas()})[1]
-    got = json.loads(run(NO_HNSW, str(corpus_store._persist_directory), question, source))
+    got = json.loads(run(NO_HNSW, store_of(corpus_store).persist_directory, question, source))
     assert got['loaded'] == 0 and got['answer'] in ('answer', 'closest')
     vector = embeddings.embed_query(question)
     for name, where in (('all', None), ('filtered', {'source_id': source})):
@@ -309,7 +309,7 @@ def test_an_index_written_before_the_vectors_were_kept_reads_them_from_chroma(co
     import sqlite3
     from rag_plugin.store import corpus_store as store_of
     from rag_plugin.store.lexical_disk import index_paths
-    folder = str(corpus_store._persist_directory)
+    folder = store_of(corpus_store).persist_directory
     path, matrices = index_paths(folder, 'rag_plugin')
     db = sqlite3.connect(path)
     db.execute('ALTER TABLE chunks DROP COLUMN vector')  # the file as the previous release wrote it
