@@ -634,7 +634,9 @@ def test_an_ingestion_killed_while_workers_parse_is_repaired_and_leaves_no_worke
         # b_changed.md changes (more than two batches), a file that never finishes parsing and two more arrive
         fx.make_text(docs / 'a_new.txt', fx.long_text('new file', 6, seed=1))
         fx.make_text(docs / 'b_changed.md', '# Changing\n\n' + fx.long_text('changed', 26, seed=2))
-        fx.make_text(docs / 'c_slow.txt', fx.long_text('slow file', 4, seed=3))
+        # the slow file is the largest: files are parsed smallest first, so b_changed.md's batches are written while a
+        # worker is busy with it
+        fx.make_text(docs / 'c_slow.txt', fx.long_text('slow file', 34, seed=3))
         fx.make_text(docs / 'd_new.txt', fx.long_text('last file', 5, seed=5))
         (markers / 'go').write_text('go')
         wait_for(lambda: (markers / 'wrote').exists() and list(markers.glob('parsing-*')), 'batch and busy worker')
@@ -664,7 +666,8 @@ def test_an_ingestion_killed_while_workers_parse_is_repaired_and_leaves_no_worke
     status = {f.source_id: f.status for f in report.files}
     assert status.pop('b_changed.md') == 'updated'
     assert status.pop('c_slow.txt') == 'added'
-    assert status.pop('a_new.txt') in ('added', 'updated') and status.pop('d_new.txt') in ('added', 'updated')
+    # the small files parsed before the slow one may have been written whole before the kill
+    assert {status.pop('a_new.txt'), status.pop('d_new.txt')} <= {'added', 'updated', 'unchanged'}
     assert set(status.values()) == {'unchanged'} and not report.skipped
     assert_store_matches_ledger(rag)
     for row in rag.ingestor.ledger.all():

@@ -264,6 +264,14 @@ class DiskLexical:
             db.execute("INSERT INTO state VALUES ('generation', 1) ON CONFLICT(key) DO UPDATE SET value = value + 1")
 
     # ---- reads --------------------------------------------------------------------------------------------------
+    def recorded(self) -> int:
+        """The sequence number of the last Chroma write the index follows (-1: none)."""
+        with self._lock:
+            try:
+                return self._state(self._connect(), 'chroma')
+            except sqlite3.DatabaseError as e:
+                raise self.damaged(e) from None
+
     def generation(self) -> int:
         """The words' generation (changes on every write)."""
         with self._lock:

@@ -314,6 +314,10 @@ class SharedLexicalIndex:
             self._scopes = ([(ids, matrix.generation, at)] + self._scopes)[:VECTOR_SCOPES]
         return at
 
+    def current(self) -> bool:
+        """Whether the index holds what Chroma holds (it recorded Chroma's last write)."""
+        return self.disk.recorded() == self.store.version()
+
     def serves_dense(self) -> bool:
         """Whether :meth:`nearest` answers the dense side (the index keeps every chunk's vector, and the store is
         small enough to scan), as its saved matrix says; False when it has none saved or cannot be read."""
