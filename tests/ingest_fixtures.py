@@ -271,3 +271,11 @@ def slow_load_file(path: Path, data: bytes, limits=None):
         marker.write_text(str(os.getpid()))
         time.sleep(600)
     return load_file(path, data, limits) if limits else load_file(path, data)
+
+
+def sleepy_load_file(path: Path, data: bytes, limits=None):
+    """``load_file`` after half a second (a file that takes a worker a while to parse)."""
+    import time
+    from rag_plugin.ingest.loaders import load_file
+    time.sleep(0.5)
+    return load_file(path, data)

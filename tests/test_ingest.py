@@ -591,7 +591,10 @@ KILL_WHILE_PARSING_SCRIPT = CHILD_START + textwrap.dedent('''
     original = rag.ingestor.write_batch
     def write_batch(chunks):
         result = original(chunks)
-        mark('wrote')
+        if any(c.metadata['source_id'] == 'b_changed.md' for c in chunks):
+            mark('wrote')
+            import time
+            time.sleep(600)  # killed here: b_changed.md half written while a worker parses the slow file
         return result
     rag.ingestor.write_batch = write_batch
     print(rag.ingest(folder), flush=True)  # 2. killed while a worker parses
@@ -821,6 +824,18 @@ def test_parse_pool_gives_files_in_order_with_the_reasons_of_bad_ones_and_no_poo
     with parsing.ParsePool(load_file, workers=1) as pool:
         assert [job for job, _ in pool.results(items[:2])] == [0, 1]
         assert pool._executor is None  # two files: parsed here, no process started
+
+
+def test_while_a_worker_still_parses_the_next_file_the_caller_is_told_it_can_embed(monkeypatch):
+    import rag_plugin.ingest.parsing as parsing
+    items = [(i, f'note{i}.txt', f'Note {i} about sync.\n'.encode()) for i in range(4)]
+    monkeypatch.setattr(parsing, 'POOL_MIN_BYTES', 0)
+    seen, idle = [], []
+    with parsing.ParsePool(fx.sleepy_load_file, workers=1) as pool:
+        for job, loaded in pool.results(iter(items), idle=lambda: idle.append(len(seen))):
+            seen.append(job)
+    assert seen == [0, 1, 2, 3]
+    assert idle and idle[0] == 1  # after the first file (parsed here), the second was not parsed yet
 
 
 def test_identical_chunk_texts_are_embedded_once_per_run_and_share_their_vector(tmp_path, new_rag):

@@ -66,6 +66,7 @@ class ParsePool(Generic[T]):
         self.workers: int = default_workers() if workers is None else workers
         self.ahead: int = max(1, ahead)
         self._executor: Optional[ProcessPoolExecutor] = None
+        self._idle: Optional[Callable[[], None]] = None
 
     def __enter__(self) -> 'ParsePool':
         return self
@@ -79,12 +80,15 @@ class ParsePool(Generic[T]):
                                                  initializer=_watch_parent, initargs=(os.getpid(),))
         return self._executor
 
-    def results(self, items: Iterable[tuple[T, str, bytes]]) -> Iterator[tuple[T, LoadedFile | BaseException]]:
+    def results(self, items: Iterable[tuple[T, str, bytes]], idle: Optional[Callable[[], None]] = None
+                ) -> Iterator[tuple[T, LoadedFile | BaseException]]:
         """Yield ``(job, loaded file or the exception its loader raised)`` in the order of ``items``.
 
         ``items`` is consumed lazily (at most ``workers * ahead`` files in flight); a pool is only started once
-        :data:`POOL_MIN_FILES` items of :data:`POOL_MIN_BYTES` in all have come.
+        :data:`POOL_MIN_FILES` items of :data:`POOL_MIN_BYTES` in all have come. ``idle`` is called before waiting
+        for a worker's file that is not parsed yet (the caller embeds what it holds instead of waiting).
         """
+        self._idle = idle
         items = iter(items)
         first: list = []
         size = 0
@@ -127,6 +131,8 @@ class ParsePool(Generic[T]):
         job, source_id, data, future = entry
         if future is None:
             return job, self._parse_here(source_id, data)
+        if self._idle is not None and not future.done():
+            self._idle()
         try:
             return job, future.result()
         except BrokenProcessPool:  # a worker died (out of memory?): parse here from now on

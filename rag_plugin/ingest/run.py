@@ -121,10 +121,12 @@ class IngestRun:
         try:
             with ingestor.writer.run():
                 with ParsePool(parse, ingestor.parse_workers) as pool:
-                    for job, loaded in pool.results(self._jobs(files_bar, may_defer=True)):
+                    # while the next file is still being parsed, the chunks queued are embedded, a short batch too
+                    idle = functools.partial(self._flush, everything=True)
+                    for job, loaded in pool.results(self._jobs(files_bar, may_defer=True), idle):
                         self._add_parsed(job, loaded)
                     # Duplicates of a file of this run, decided once that file's new version is recorded.
-                    for job, loaded in pool.results(self._jobs(self.deferred, may_defer=False)):
+                    for job, loaded in pool.results(self._jobs(self.deferred, may_defer=False), idle):
                         self._add_parsed(job, loaded)
                 self._flush(everything=True)
         finally:
