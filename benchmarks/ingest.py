@@ -187,7 +187,8 @@ def run_ours(folder: Path, embeddings) -> dict:
         rag = RAG(bot, store, default_splitter(), 'extractive')
         reports: list = []
         targets = [(ingest_run, 'read_file', 'read'), (ingest_run, 'file_digest', 'hash'),
-                   (ParsePool, '_take', 'parse'), (Ingestor, 'chunk', 'split'), (Ingestor, 'ingest', 'ingest')]
+                   (ParsePool, '_wait', 'parse'), (ParsePool, '_parse_here', 'parse'), (Ingestor, 'chunk', 'split'),
+                   (Ingestor, 'ingest', 'ingest')]
         targets += [(Ledger, name, 'ledger') for name, member in vars(Ledger).items()  # every ledger query/update
                     if callable(member) and not name.startswith('_') and name != 'close']
         targets += _chroma_targets(embeddings)
