@@ -75,7 +75,7 @@ def build_disk(data, folder: Path) -> float:
     started = time.perf_counter()
     docs = data['docs']
     for start in range(0, len(docs), 2000):
-        index.write([(f'c{i}', docs[i]) for i in range(start, min(start + 2000, len(docs)))], [], -1, lambda: 0)
+        index.write([(f'c{i}', docs[i], None) for i in range(start, min(start + 2000, len(docs)))], [], -1, lambda: 0)
     index.matrix()
     return time.perf_counter() - started
 

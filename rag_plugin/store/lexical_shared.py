@@ -26,8 +26,8 @@ from rag_plugin.text.chunks import embedding_text
 
 DISK_SCAN_MAX = 250_000
 """int: a store of at most this many chunks is searched densely by scanning the vectors its index on disk keeps
-(exact; 100,000 chunks in about 20 ms on 2 cores, docs/scaling-out.md), never loading Chroma's HNSW index; a larger one,
-or one whose index lacks vectors, through Chroma."""
+(exact; one matrix-vector product, about 9 ms for 100,000 chunks on 2 cores: docs/scaling-out.md), never loading
+Chroma's HNSW index; a larger one, or one whose index lacks vectors, through Chroma."""
 
 EXACT_SCAN_MAX = 2_000
 """int: a filter passing at most this many chunks is searched densely by scanning their vectors (exact); one passing
