@@ -338,3 +338,17 @@ def test_a_wide_filter_reads_its_chunk_ids_a_page_at_a_time(corpus_store, monkey
     assert len(expected) > 3 * 7
     ids = lexical_shared.Scopes().ids(store, where)
     assert len(ids) == len(expected) and set(ids) == expected
+
+
+def test_a_truncated_vectors_file_is_built_again(corpus_store, embeddings):
+    import glob
+    from rag_plugin.store import corpus_store as store_of
+    folder = store_of(corpus_store).persist_directory
+    (path,) = glob.glob(os.path.join(folder, 'rag_plugin_lexical_rag_plugin', 'g*', 'vectors.npy'))
+    with open(path, 'r+b') as f:
+        f.truncate(os.path.getsize(path) // 2)
+    question = 'How do I fix a sync error when working offline?'
+    source = sorted({m['source_id'] for m in store_of(corpus_store).metadatas()})[1]
+    got = json.loads(run(NO_HNSW, folder, question, source))  # Chroma's index is not asked for either
+    store = store_of(corpus_store)
+    assert [i for i, _ in got['all']] == [i for i, _ in exact_nearest(store, embeddings.embed_query(question))]
