@@ -124,6 +124,11 @@ class StoreCheck:
                 'lexical': self.lexical, 'lexical_problem': self.lexical_problem}
 
 
+def _ok_ids(rows: list) -> set[str]:
+    """The chunk ids the ledger's finished rows name."""
+    return {i for r in rows if r.status == 'ok' for i in r.ids()}
+
+
 def check_store(vector_store: VectorStore, ledger: Ledger, detail: bool = False) -> Optional[StoreCheck]:
     """Compare Chroma's table, its vector index and the ledger.
 
@@ -160,17 +165,17 @@ def check_store(vector_store: VectorStore, ledger: Ledger, detail: bool = False)
                        pending=[r.source_id for r in pending], index_note=note)
     if lexical is not None:  # counts first (start-up); ids below
         found.lexical, found.lexical_problem = lexical.check(found.table)
-    required = {i for r in rows if r.status == 'ok' for i in r.ids()}
     # Chroma's index is not counted then: the ids the questions search (the lexical index's, when it is current)
     # are compared with the ledger's instead (0.3 s at 100,000 chunks), so that an orphan and a lost chunk that offset
     # each other's count are still found at start-up.
     if not detail and not pending and found.ok and not (unused and lexical.current() and
-                                                        lexical.disk.chunk_ids() != required):
+                                                        lexical.disk.chunk_ids() != _ok_ids(rows)):
         return found
     table = store.ids()
     if lexical is not None:
         found.lexical, found.lexical_problem = lexical.check(found.table, table)
     index = store.index_ids() if reachable else table  # (detail: compared even when unused)
+    required = _ok_ids(rows)
     allowed = required | {i for r in pending for i in r.ids() + r.prev_ids()}
     found.detailed = True
     found.missing_from_index = sorted(table - index)

@@ -266,32 +266,24 @@ class DiskLexical:
     # ---- reads --------------------------------------------------------------------------------------------------
     def recorded(self) -> int:
         """The sequence number of the last Chroma write the index follows (-1: none)."""
+        return self._read_state('chroma', -1)
+
+    def _read_state(self, key: str, default: int) -> int:
         with self._lock:
             try:
-                return self._state(self._connect(), 'chroma')
+                return self._state(self._connect(), key, default)
             except sqlite3.DatabaseError as e:
                 raise self.damaged(e) from None
 
     def generation(self) -> int:
         """The words' generation (changes on every write)."""
-        with self._lock:
-            try:
-                return self._state(self._connect(), 'generation', 0)
-            except sqlite3.DatabaseError as e:
-                raise self.damaged(e) from None
+        return self._read_state('generation', 0)
 
     def matrix(self) -> Matrix:
         """The BM25 matrix of the current generation: memory-mapped when saved, else built and saved."""
         with self._lock:
-            generation = self.generation()
-            if self._matrix is not None and self._matrix.generation == generation:
-                return self._matrix
-            target = os.path.join(self.folder, f'g{generation:010d}')
-            try:
-                self._matrix = Matrix(target)
-            except (OSError, ValueError, KeyError):
-                self._matrix = self._build(generation, target)
-            self._vocabulary = None
+            if self.saved_matrix() is None:
+                self._matrix, self._vocabulary = self._build(), None
             return self._matrix
 
     def saved_matrix(self) -> Optional[Matrix]:
@@ -308,7 +300,7 @@ class DiskLexical:
                 return None
             return self._matrix
 
-    def _build(self, generation: int, target: str) -> Matrix:
+    def _build(self) -> Matrix:
         db = self._connect()
         try:
             db.execute('BEGIN')  # one snapshot of the words and vectors
