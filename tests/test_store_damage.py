@@ -160,3 +160,27 @@ def test_a_vector_index_pickle_that_names_code_is_refused_not_run(tmp_path):
     with pytest.raises(StoreDamaged, match='not plain data'):
         files._saved()
     assert not marker.exists()
+
+
+def test_an_index_another_process_is_saving_is_not_called_damaged(sound_store, tmp_path):
+    """A save rewrites the index's files in place: a reader that looks mid-save (``header.bin`` with 0 bytes, as a
+    reader under load once found it) waits for the files to settle instead of calling the store damaged; files that
+    stay damaged are still said to be."""
+    import threading
+    import time
+    from rag_plugin.errors import StoreDamaged
+    from rag_plugin.store.chroma_files import SETTLE_SECONDS, check_index
+    store = tmp_path / 'store'
+    shutil.copytree(sound_store, store)
+    header = _index_folder(store) / 'header.bin'
+    saved = header.read_bytes()
+    header.write_bytes(b'')
+    later = threading.Timer(0.3, header.write_bytes, (saved,))  # the save ends
+    later.start()
+    check_index(str(header.parent), str(store))
+    later.join()
+    header.write_bytes(b'')  # a save that never ends: damaged
+    started = time.monotonic()
+    with pytest.raises(StoreDamaged, match='header.bin has 0 bytes'):
+        check_index(str(header.parent), str(store))
+    assert SETTLE_SECONDS <= time.monotonic() - started < SETTLE_SECONDS + 2

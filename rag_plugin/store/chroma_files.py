@@ -117,7 +117,7 @@ def folder_damage(folder: str) -> Optional[str]:
         subfolders = sorted(e.path for e in os.scandir(folder) if e.is_dir() and DAMAGED_SUFFIX not in e.name)
     except OSError:
         return None
-    return next((d for d in map(index_damage, subfolders) if d), None)
+    return next((d for d in map(_settled_damage, subfolders) if d), None)
 
 
 def set_aside_store(folder: str) -> Optional[str]:
@@ -184,17 +184,52 @@ def check_index(index_folder_path: str, store_folder: str) -> None:
     Raises:
         StoreDamaged: the index is damaged (the message names the file and what to do)
     """
-    try:
-        seen = tuple(os.stat(os.path.join(index_folder_path, f))[6:9] for f in ('header.bin', 'data_level0.bin'))
-    except OSError:
-        seen = None
+    seen = _stamp(index_folder_path)
     if seen is not None and _checked.get(index_folder_path) == seen:
         return
-    damage = index_damage(index_folder_path)
+    damage = _settled_damage(index_folder_path)
     if damage:
         raise StoreDamaged(f'{store_folder}: {damage}: ' + REPAIR_HINT.format(folder=store_folder))
-    if seen is not None:
-        _checked[index_folder_path] = seen
+    checked = _stamp(index_folder_path)
+    if checked is not None and checked == seen:  # files that changed while they were checked are checked again
+        _checked[index_folder_path] = checked
+
+
+def _stamp(index_folder_path: str) -> Optional[tuple]:
+    """The size and modification time (ns) of an index's header and vectors (None when one cannot be read)."""
+    try:
+        return tuple((s.st_size, s.st_mtime_ns) for s in (os.stat(os.path.join(index_folder_path, f))
+                                                          for f in ('header.bin', 'data_level0.bin')))
+    except OSError:
+        return None
+
+
+SETTLE_SECONDS = 1.0
+"""float: how long a vector index found damaged must stay unchanged before it is said to be damaged: another process
+saving the index rewrites its files in place (a reader once found ``header.bin`` with 0 bytes mid-save)."""
+
+
+def _settled_damage(index_folder_path: str, settle: float = SETTLE_SECONDS, most: float = 10.0) -> Optional[str]:
+    """:func:`index_damage`, looked at again while the index's files are changing: damage is reported once the files
+    stayed as they are for ``settle`` seconds (at most ``most`` seconds in all); a save in progress ends sound."""
+    start = last_change = time.monotonic()
+    files = _files(index_folder_path)
+    damage = index_damage(index_folder_path)
+    while damage and time.monotonic() - last_change < settle and time.monotonic() - start < most:
+        time.sleep(0.05)
+        now = _files(index_folder_path)
+        if now != files:
+            files, last_change = now, time.monotonic()
+        damage = index_damage(index_folder_path)
+    return damage
+
+
+def _files(folder: str) -> tuple:
+    """Each file of a folder with its size and modification time (empty when the folder cannot be read)."""
+    try:
+        return tuple(sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in os.scandir(folder)))
+    except OSError:
+        return ()
 
 
 def set_aside_index(index_folder_path: str) -> str:
