@@ -1059,6 +1059,28 @@ def test_a_pdf_whose_words_are_drawn_in_pieces_is_read_with_whole_words(tmp_path
     assert 'Visits to an in-network provider are cheaper.' in text
 
 
+def test_a_word_broken_at_the_end_of_a_line_keeps_its_hyphen_only_when_it_is_a_compound(tmp_path):
+    """PDFium marks a hyphen that ends a line and joins the lines: "in-network" stays hyphenated (the document writes
+    it so), "docu-ment" becomes "document" (a word)."""
+    from rag_plugin.ingest.loaders import load_pdf
+    data = fx.pieces_pdf_bytes([['You can choose any in-'], ['network provider near you. Read the docu-'],
+                                ['ment before your visit.'], ['Your manager approves in-network visits.']])
+    text = load_pdf(tmp_path / 'handbook.pdf', data).pages[0].page_content
+    assert 'any in-network provider near you. Read the document before your visit.' in text
+    assert '\ufffe' not in text and '\r' not in text
+
+
+def test_a_pdf_pdfium_cannot_open_is_read_by_pypdf(tmp_path, monkeypatch):
+    import pypdfium2
+    from rag_plugin.ingest.loaders import load_pdf
+
+    def refuse(*args, **kwargs):
+        raise pypdfium2.PdfiumError('Failed to load document (PDFium: Data format error).')
+    monkeypatch.setattr(pypdfium2, 'PdfDocument', refuse)
+    data = fx.pieces_pdf_bytes([['Ask the office Mana', 'ger about billing.'], ['Your manager approves visits.']])
+    assert 'Ask the office Manager about billing.' in load_pdf(tmp_path / 'handbook.pdf', data).pages[0].page_content
+
+
 def _pypdf_major() -> int:
     import pypdf
     return int(pypdf.__version__.split('.')[0])
@@ -1073,7 +1095,8 @@ def test_a_store_made_before_the_pdf_repair_splits_and_embeds_its_files_again(tm
                                                           ['Your manager approves the visits.']]))
     fx.make_text(docs / 'notes.md', '# Notes\n\n' + fx.long_text('notes', 2))
     current = fingerprint.chunking_settings
-    with monkeypatch.context() as old:  # the plugin as it was: no repair, no extraction in the settings
+    with monkeypatch.context() as old:  # the plugin as it was: pypdf, no repair, no extraction in the settings
+        old.setattr(loaders, '_pdfium_texts', lambda data, reader, limits: None)
         old.setattr(loaders, 'join_split_words', lambda pages: (pages, 0))
         old.setattr(fingerprint, 'chunking_settings',
                     lambda splitter, contextual: {k: v for k, v in current(splitter, contextual).items()

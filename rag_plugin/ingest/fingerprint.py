@@ -20,9 +20,10 @@ EMBEDDING_TEXT_FORMAT = 1
 """int: version of the chunk header embedded above each chunk (:func:`rag_plugin.text.chunks.embedding_text`);
 bump it when that text changes, so stores re-embed their chunks."""
 
-PDF_EXTRACTION = f'pypdf plain, split words joined v{REPAIR_VERSION}'
-"""str: how PDF text is read (:func:`rag_plugin.ingest.loaders.load_pdf`): pypdf's plain extraction, then the
-repair of the words it split (:mod:`rag_plugin.text.repair`); a change splits and embeds the files again."""
+PDF_EXTRACTION = f'pdfium text, split words joined v{REPAIR_VERSION}'
+"""str: how PDF text is read (:func:`rag_plugin.ingest.loaders.load_pdf`): PDFium's text extraction (pypdf's plain
+one for a file PDFium cannot open), then the repair of the words extraction split (:mod:`rag_plugin.text.repair`); a
+change splits and embeds the files again."""
 
 CHUNKING_KEY = 'chunking'
 EMBEDDING_KEY = 'embedding'

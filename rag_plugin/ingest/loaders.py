@@ -7,6 +7,7 @@ ingestion pipeline reports it and carries on with the other files.
 from __future__ import annotations
 
 import re
+import threading
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -64,9 +65,14 @@ def _markdown_headings(text: str) -> list[tuple[int, str]]:
 
 
 def load_pdf(path: Path, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> LoadedFile:
-    """Read a PDF with pypdf (plain extraction), page by page, within ``limits``: pages counted first, Flate streams
-    measured before they are inflated, text counted as it is extracted; and join the words extraction split apart
-    ("Mana ger", "in -network": :func:`rag_plugin.text.repair.join_split_words`).
+    """Read a PDF page by page within ``limits``, its text extracted by PDFium (pypdfium2), and join the words
+    extraction split apart (:func:`rag_plugin.text.repair.join_split_words`).
+
+    pypdf reads the file's structure first (pages counted, encryption, page labels, title) and inflates every stream
+    a page's text is drawn from (contents, forms, fonts; not images) once under the inflation budget, so a bomb is
+    refused before PDFium inflates anything. PDFium then extracts the text: about ten times faster than pypdf's own
+    extraction, and without the spaces pypdf puts inside words ("t he", "cost -effective"). A file PDFium cannot
+    read, or a machine without pypdfium2, falls back to pypdf's plain extraction.
 
     Raises:
         SkipFile: not a PDF, corrupt, encrypted with a password, without a text layer, or over a limit
@@ -85,7 +91,9 @@ def load_pdf(path: Path, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> L
                 raise SkipFile('encrypted PDF: a password is required')
             n_pages = len(reader.pages)
             limits.check_pages(n_pages)
-            texts = _page_texts(reader, limits)
+            texts = _pdfium_texts(data, reader, limits)
+            if texts is None:
+                texts = _page_texts(reader, limits)
             has_labels = '/PageLabels' in reader.trailer['/Root']
             labels = list(reader.page_labels) if has_labels else []
             title = (reader.metadata.title if reader.metadata else None) or ''
@@ -114,13 +122,77 @@ def load_pdf(path: Path, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> L
 
 
 def _page_texts(reader, limits: ParseLimits) -> list[str]:
-    """The text of each page, the running total checked after each one."""
+    """The text of each page by pypdf's plain extraction, the running total checked after each one."""
     texts, total = [], 0
     for page in reader.pages:
         texts.append(page.extract_text() or '')
         total += len(texts[-1])
         limits.check_text(total)
     return texts
+
+
+_PDFIUM_LOCK = threading.Lock()  # PDFium is not thread-safe: one document is read at a time in a process
+_LINE_BREAKS = re.compile(r'\r\n?')
+_TEXT_KEYS = ('/Resources', '/Font', '/XObject', '/ToUnicode', '/FontDescriptor', '/FontFile', '/FontFile2',
+              '/FontFile3', '/DescendantFonts', '/Encoding')  # where the streams a page's text is drawn from hang
+
+
+def _pdfium_texts(data: bytes, reader, limits: ParseLimits) -> Optional[list[str]]:
+    """The text of each page by PDFium, after the streams it will inflate were measured (None: no pypdfium2, or a
+    file PDFium cannot open)."""
+    try:
+        import pypdfium2
+    except ImportError:  # pragma: no cover - a platform without its wheel
+        return None
+    _inflate_text_streams(reader)
+    texts, total = [], 0
+    with _PDFIUM_LOCK:
+        try:
+            document = pypdfium2.PdfDocument(data)
+        except pypdfium2.PdfiumError:
+            return None
+        try:
+            for index in range(len(document)):
+                page = document[index]
+                textpage = page.get_textpage()
+                try:
+                    text = textpage.get_text_range()
+                finally:
+                    textpage.close()
+                    page.close()
+                texts.append(_LINE_BREAKS.sub('\n', text))
+                total += len(text)
+                limits.check_text(total)
+        except pypdfium2.PdfiumError:
+            return None
+        finally:
+            document.close()
+    return texts if len(texts) == len(reader.pages) else None
+
+
+def _inflate_text_streams(reader) -> None:
+    """Inflate, through pypdf (and so within the file's inflation budget), every stream a page's text is drawn from:
+    its contents, and the forms and fonts of its resources (not images: text extraction never decodes them)."""
+    from pypdf.generic import ArrayObject, DictionaryObject, IndirectObject, StreamObject
+    seen: set[tuple[int, int]] = set()
+    for page in reader.pages:
+        stack = [page.get('/Contents'), page.get('/Resources')]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, IndirectObject):
+                if (item.idnum, item.generation) in seen:
+                    continue
+                seen.add((item.idnum, item.generation))
+                item = item.get_object()
+            if isinstance(item, StreamObject):
+                if item.get('/Subtype') == '/Image':
+                    continue
+                item.get_data()
+                stack.extend(value for key, value in item.items() if key in _TEXT_KEYS)
+            elif isinstance(item, DictionaryObject):
+                stack.extend(value for key, value in item.items() if key not in ('/Parent', '/Annots', '/P'))
+            elif isinstance(item, ArrayObject):
+                stack.extend(item)
 
 
 def load_text(path: Path, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> LoadedFile:

@@ -17,6 +17,10 @@ apart, are joined only when
 A space before a hyphen inside a compound ("in -network", "out -of-pocket") is removed when the part after the
 hyphen is a word or the compound occurs unsplit in the document. Lines of letter-spaced text ("T o t a l") are a
 different fault and are left alone.
+
+PDFium marks a hyphen at the end of a line with U+FFFE (``\\x02`` in older releases) and joins the line to the next:
+"in\\ufffenetwork", "docu\\ufffement". The mark becomes a hyphen ("in-network"), unless the word without it is one
+the document writes in one piece and never with that hyphen, or a word of its language ("document").
 """
 from __future__ import annotations
 
@@ -29,7 +33,7 @@ from rag_plugin.text import fold, language
 
 __all__ = ['REPAIR_VERSION', 'join_split_words']
 
-REPAIR_VERSION = 1
+REPAIR_VERSION = 2
 """int: version of :func:`join_split_words`; recorded in the chunking settings, bump it when the repair changes so
 stores split and embed their PDFs again."""
 
@@ -60,6 +64,8 @@ def join_split_words(pages: list[str], lang: Optional[str] = None) -> tuple[list
     lang = lang or language(text[:20000])
     out, joins = [], 0
     for page in pages:
+        if '\ufffe' in page or '\x02' in page:
+            page = _LINE_END_HYPHEN.sub(lambda m: _line_end_hyphen(m, vocabulary, compounds, lang), page)
         lines = []
         for line in page.split('\n'):
             line, n = _join_line(line, vocabulary, compounds, lang)
@@ -67,6 +73,20 @@ def join_split_words(pages: list[str], lang: Optional[str] = None) -> tuple[list
             joins += n
         out.append('\n'.join(lines))
     return out, joins
+
+
+_LINE_END_HYPHEN = re.compile(r'([^\W\d_]*)[\ufffe\x02][ \t]*(\n?)[ \t]*([^\W\d_]*)')
+
+
+def _line_end_hyphen(match: re.Match, vocabulary: Counter, compounds: set[str], lang: str) -> str:
+    """A word PDFium broke at the end of a line, with its hyphen or without (see the module's docstring)."""
+    first, newline, second = match.groups()
+    if not first or not second:
+        return f'{first}-{newline}{second}'
+    joined = _fold(first + second)
+    if _fold(f'{first}-{second}') not in compounds and (vocabulary[joined] or _is_word(joined, lang)):
+        return first + second
+    return f'{first}-{second}'
 
 
 def _join_line(line: str, vocabulary: Counter, compounds: set[str], lang: str) -> tuple[str, int]:
