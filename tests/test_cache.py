@@ -502,7 +502,8 @@ def test_the_websocket_bot_answers_a_repeated_question_from_the_cache(corpus_sto
 # ---- operations: the command line ------------------------------------------------------------------------------------
 def test_cli_ask_uses_the_shared_cache_and_cache_stats_and_clear_report_it(corpus_store_dir, tmp_path):
     client = redis_or_skip()
-    url = 'redis://127.0.0.1:6379/13'  # a database of its own
+    # a database of its own, one per framework: `make test` runs the two venvs' suites side by side
+    url = f"redis://127.0.0.1:6379/{13 if framework.NAME == 'bbf' else 14}"
     store = tmp_path / 'store'
     shutil.copytree(corpus_store_dir, store)
     env = subprocess_env(RAG_PLUGIN_ANSWER_CACHE=url)
