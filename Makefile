@@ -39,8 +39,8 @@ chromium:
 	fi
 
 # The whole test suite on both hosts, side by side: BBF 1.5 in .venv and BAF 4.5 in .venv-baf (the README's test
-# command; CI runs it). Each suite waits on subprocesses, browsers and servers for much of its time, so the two
-# together take about 60% of one after the other on 2 cores; their output is printed per suite when it ends.
+# command; CI runs it). Each suite waits on subprocesses, browsers and servers for much of its time (one suite uses
+# about one core of two), so side by side they end sooner; each suite's output is printed when it ends.
 # `make test-bbf` / `make test-baf` run one host.
 test:
 	$(MAKE) -j2 --output-sync=target test-bbf test-baf
