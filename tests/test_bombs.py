@@ -223,3 +223,22 @@ def _worker_niceness(until: float):
                 return int(fields[16])
         time.sleep(0.05)
     return None
+
+
+def test_pdfium_never_opens_a_pdf_whose_text_streams_are_over_the_budget(monkeypatch):
+    """The streams a page's text is drawn from are inflated under the budget (by pypdf, counted in 1 MB pieces)
+    before PDFium, which inflates without a bound, sees the file."""
+    import pypdfium2
+    from rag_plugin.ingest.document import SkipFile
+    from rag_plugin.ingest.limits import ParseLimits
+    from rag_plugin.ingest.loaders import load_pdf
+    opened = []
+    real = pypdfium2.PdfDocument
+    monkeypatch.setattr(pypdfium2, 'PdfDocument', lambda *a, **k: opened.append(1) or real(*a, **k))
+    limits = ParseLimits(max_inflated_mb=10)
+    for text in (False, True):
+        with pytest.raises(SkipFile, match='more than 10 MB once decompressed'):
+            load_pdf(Path('bomb.pdf'), fx.pdf_bomb_bytes(40 * MB, text=text), limits)
+    assert opened == []
+    assert 'line' in load_pdf(Path('small.pdf'), fx.pdf_bomb_bytes(1 * MB, text=True), limits).pages[0].page_content
+    assert opened == [1]

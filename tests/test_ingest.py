@@ -1096,7 +1096,7 @@ def test_a_store_made_before_the_pdf_repair_splits_and_embeds_its_files_again(tm
     fx.make_text(docs / 'notes.md', '# Notes\n\n' + fx.long_text('notes', 2))
     current = fingerprint.chunking_settings
     with monkeypatch.context() as old:  # the plugin as it was: pypdf, no repair, no extraction in the settings
-        old.setattr(loaders, '_pdfium_texts', lambda data, reader, limits: None)
+        old.setattr(loaders, '_pdfium_texts', lambda data, reader, limits, budget: None)
         old.setattr(loaders, 'join_split_words', lambda pages: (pages, 0))
         old.setattr(fingerprint, 'chunking_settings',
                     lambda splitter, contextual: {k: v for k, v in current(splitter, contextual).items()

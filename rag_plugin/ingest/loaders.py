@@ -15,7 +15,7 @@ from langchain_core.documents import Document
 
 from rag_plugin.ingest.code import CODE_EXTENSIONS, load_code
 from rag_plugin.ingest.document import LoadedFile, SkipFile, decode_text, file_digest
-from rag_plugin.ingest.limits import DEFAULT_LIMITS, ParseLimits, inflation_budget
+from rag_plugin.ingest.limits import DEFAULT_LIMITS, InflationBudget, ParseLimits, inflation_budget
 from rag_plugin.text.repair import join_split_words
 
 __all__ = ['LOADERS', 'SUPPORTED_EXTENSIONS', 'PDF_EXTENSIONS', 'LoadedFile', 'SkipFile', 'file_digest', 'front_matter',
@@ -85,13 +85,13 @@ def load_pdf(path: Path, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> L
     if not data.lstrip()[:5].startswith(b'%PDF-'):
         raise SkipFile('not a PDF: the content does not start with %PDF- (wrong extension?)')
     try:
-        with inflation_budget(limits):
+        with inflation_budget(limits) as budget:
             reader = pypdf.PdfReader(io.BytesIO(data), strict=False)
             if reader.is_encrypted and not reader.decrypt(''):
                 raise SkipFile('encrypted PDF: a password is required')
             n_pages = len(reader.pages)
             limits.check_pages(n_pages)
-            texts = _pdfium_texts(data, reader, limits)
+            texts = _pdfium_texts(data, reader, limits, budget)
             if texts is None:
                 texts = _page_texts(reader, limits)
             has_labels = '/PageLabels' in reader.trailer['/Root']
@@ -137,14 +137,20 @@ _TEXT_KEYS = ('/Resources', '/Font', '/XObject', '/ToUnicode', '/FontDescriptor'
               '/FontFile3', '/DescendantFonts', '/Encoding')  # where the streams a page's text is drawn from hang
 
 
-def _pdfium_texts(data: bytes, reader, limits: ParseLimits) -> Optional[list[str]]:
+def _pdfium_texts(data: bytes, reader, limits: ParseLimits, budget: InflationBudget) -> Optional[list[str]]:
     """The text of each page by PDFium, after the streams it will inflate were measured (None: no pypdfium2, or a
-    file PDFium cannot open)."""
+    file PDFium cannot open).
+
+    Raises:
+        SkipFile: the streams inflate to more than the budget (also when pypdf caught that and went on)
+    """
     try:
         import pypdfium2
     except ImportError:  # pragma: no cover - a platform without its wheel
         return None
     _inflate_text_streams(reader)
+    if budget.exceeded:
+        raise SkipFile(limits.inflated_reason())
     texts, total = [], 0
     with _PDFIUM_LOCK:
         try:
@@ -187,7 +193,12 @@ def _inflate_text_streams(reader) -> None:
             if isinstance(item, StreamObject):
                 if item.get('/Subtype') == '/Image':
                     continue
-                item.get_data()
+                try:
+                    item.get_data()
+                except SkipFile:  # over the inflation budget
+                    raise
+                except Exception:  # noqa: BLE001 - a filter pypdf cannot decode: PDFium reads it (or not) itself
+                    pass
                 stack.extend(value for key, value in item.items() if key in _TEXT_KEYS)
             elif isinstance(item, DictionaryObject):
                 stack.extend(value for key, value in item.items() if key not in ('/Parent', '/Annots', '/P'))
