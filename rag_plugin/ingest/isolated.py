@@ -56,21 +56,28 @@ def parse_isolated(path: Path, data: bytes, limits: ParseLimits, splitter: Optio
         worker.communicate()
         raise SkipFile(f'reading it takes more than {limits.worker_seconds:g} s (limit rag.upload_parse_seconds)')
     if worker.returncode != 0 or not out:
-        raise SkipFile(_failure(path, worker.returncode, err))
+        raise SkipFile(_failure(path, worker.returncode, err, limits))
     result = pickle.loads(out)
     if isinstance(result, BaseException):
         raise result
     return result
 
 
-def _failure(path: Path, status: int, err: bytes) -> str:
+def _failure(path: Path, status: int, err: bytes, limits: ParseLimits) -> str:
     """The reason of a worker that ended without an answer (killed by a signal, or crashed), logged with its last
-    error line."""
+    error line. An abort without a Python error under the memory cap is the cap: native code (PDFium) aborts when an
+    allocation fails where Python raises MemoryError."""
     last = (err.decode('utf-8', 'replace').strip().splitlines() or [''])[-1][:200]
     logger.warning('[RAG] The worker parsing %s ended with status %s: %s', path.name, status, last)
+    if status == -signal.SIGABRT and limits.worker_memory_mb and 'Traceback' not in err.decode('utf-8', 'replace'):
+        return _memory_reason(limits)
     if status < 0:
         return f'its parsing was stopped ({signal.Signals(-status).name})'
     return f'its parsing failed (status {status}{": " + last if last else ""})'
+
+
+def _memory_reason(limits: ParseLimits) -> str:
+    return f'reading it needs more than {limits.worker_memory_mb:g} MB of memory (limit rag.upload_parse_memory_mb)'
 
 
 def _job(path: Path, limits: ParseLimits, splitter: Optional[TextSplitter]) -> str:
@@ -130,8 +137,7 @@ def _parse(name: str, data: bytes, limits: ParseLimits, splitter: Optional[TextS
             limits.check_chunks(count_chunks(splitter, loaded))
         return loaded
     except MemoryError:
-        return SkipFile(f'reading it needs more than {limits.worker_memory_mb:g} MB of memory '
-                        f'(limit rag.upload_parse_memory_mb)')
+        return SkipFile(_memory_reason(limits))
     except Exception as e:  # noqa: BLE001 - handed back: the caller raises it, as when parsing in-process
         return e
 
