@@ -98,6 +98,9 @@ def _join_line(line: str, vocabulary: Counter, compounds: set[str], lang: str) -
     pieces = [r.group() for r in runs]
     gaps = [line[r.end():(runs[i + 1].start() if i + 1 < len(runs) else len(line))] for i, r in enumerate(runs)]
     joins = 0
+    if not any(gap == ' ' and vocabulary[_fold(first + second)]  # most lines: no pair the document writes joined
+               for first, second, gap in zip(pieces, pieces[1:], gaps)):
+        return _hyphens(line, compounds, lang)
     while True:  # the surest join first: "to p ractice" is "to practice", not "top ractice"
         score, k = max(((_join_score(pieces, gaps, lead, k, vocabulary, lang), k) for k in range(len(pieces) - 1)),
                        key=lambda scored: scored[0] or (0, 0), default=(None, 0))
@@ -106,12 +109,19 @@ def _join_line(line: str, vocabulary: Counter, compounds: set[str], lang: str) -
         pieces[k:k + 2] = [pieces[k] + pieces[k + 1]]
         gaps[k:k + 2] = [gaps[k + 1]]
         joins += 1
-    line = lead + ''.join(piece + gap for piece, gap in zip(pieces, gaps))
+    line, hyphens = _hyphens(lead + ''.join(piece + gap for piece, gap in zip(pieces, gaps)), compounds, lang)
+    return line, joins + hyphens
+
+
+def _hyphens(line: str, compounds: set[str], lang: str) -> tuple[str, int]:
+    """One line with the spaces before the hyphens of its compounds removed ("in -network"), and their number."""
+    if ' -' not in line:
+        return line, 0
     hyphens = [m for m in _SPACED_HYPHEN.finditer(line)
                if _is_word(m.group(2), lang) or _fold(f'{m.group(1)}-{m.group(2)}') in compounds]
     for m in reversed(hyphens):
         line = line[:m.end(1)] + line[m.end(1) + 1:]
-    return line, joins + len(hyphens)
+    return line, len(hyphens)
 
 
 def _join_score(pieces: list[str], gaps: list[str], lead: str, k: int, vocabulary: Counter,
