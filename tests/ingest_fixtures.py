@@ -261,7 +261,7 @@ def repetitive_text_bytes(size: int) -> bytes:
 
 # ---- a parser that never finishes -----------------------------------------------------------------------------------
 def slow_load_file(path: Path, data: bytes, limits=None):
-    """``load_file``, except for a file with ``slow`` in its name: its parsing (in a worker process) writes the marker
+    """``load_file``, except for a file with ``slow`` in its name: its parsing (in a worker thread) writes the marker
     ``parsing-<pid>`` into the folder of env ``RAG_TEST_MARKERS`` and never ends (the test kills the ingestion)."""
     import os
     import time

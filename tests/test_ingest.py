@@ -579,11 +579,9 @@ def test_an_ingestion_killed_mid_way_is_repaired_exactly_by_the_next_one(tmp_pat
 
 KILL_WHILE_PARSING_SCRIPT = CHILD_START + textwrap.dedent('''
     from rag_plugin import default_vector_store
-    import rag_plugin.ingest.parsing as parsing
     import rag_plugin.ingest.run as ingest_run
     import ingest_fixtures
     from helpers import build_rag
-    parsing.POOL_MIN_BYTES = 0  # parse these small files in workers all the same
     rag = build_rag(default_vector_store(store_dir))
     rag.ingestor.parse_workers = 2
     ingest_then_wait(rag)
@@ -650,13 +648,9 @@ def test_an_ingestion_killed_while_workers_parse_is_repaired_and_leaves_no_worke
     assert proc.returncode == -signal.SIGKILL
     assert not (markers / 'not-killed').exists()
 
-    # The busy worker does not outlive the ingestion it parsed for.
-    workers = [int(p.read_text()) for p in markers.glob('parsing-*')]
-    assert proc.pid not in workers  # parsed in a worker process
-    deadline = time.monotonic() + 20
-    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not any(_alive(pid) for pid in workers), 'a parsing worker is still running'
+    # The busy worker is a thread of the ingestion's process: nothing that parsed for it outlives it.
+    workers = {int(p.read_text()) for p in markers.glob('parsing-*')}
+    assert workers == {proc.pid} and not _alive(proc.pid)
 
     ledger = Ledger(str(store_dir / 'rag_plugin_ledger_rag_plugin.sqlite3'))
     rows = {r.source_id: r for r in ledger.all()}
@@ -808,34 +802,60 @@ def test_chunks_are_embedded_with_their_title_and_section_and_stored_as_written(
     assert np.abs(np.array(vector) - np.array(plain)).max() > 1e-3
 
 
-def test_parse_pool_gives_files_in_order_with_the_reasons_of_bad_ones_and_no_pool_for_few(monkeypatch):
+def test_parse_pool_gives_files_in_order_with_the_reasons_of_bad_ones():
     import rag_plugin.ingest.parsing as parsing
     from rag_plugin.ingest.loaders import SkipFile, load_file
     items = [(0, 'good.pdf', (PDFS / 'troubleshooting.pdf').read_bytes()), (1, 'broken.pdf', b'%PDF-1.4 not really'),
              (2, 'note.txt', b'A note about sync.\n'), (3, 'also.pdf', (PDFS / 'getting_started.pdf').read_bytes())]
-    monkeypatch.setattr(parsing, 'POOL_MIN_BYTES', 0)
-    with parsing.ParsePool(load_file, workers=1) as pool:
-        results = list(pool.results(iter(items)))
-        assert pool._executor is not None  # four files: parsed in a worker process
-    assert [job for job, _ in results] == [0, 1, 2, 3]
-    assert isinstance(results[1][1], SkipFile) and str(results[1][1])
-    assert results[0][1].pages and 'sync' in results[2][1].pages[0].page_content
-    assert results[3][1].pages[0].page_content == load_file(Path('also.pdf'), items[3][2]).pages[0].page_content
-    with parsing.ParsePool(load_file, workers=1) as pool:
-        assert [job for job, _ in pool.results(items[:2])] == [0, 1]
-        assert pool._executor is None  # two files: parsed here, no process started
+    for workers in (1, 0):
+        with parsing.ParsePool(load_file, workers=workers) as pool:
+            results = list(pool.results(iter(items)))
+            assert (pool._executor is not None) == (workers > 0)  # parsed in a worker thread, or when asked for
+        assert [job for job, _ in results] == [0, 1, 2, 3]
+        assert isinstance(results[1][1], SkipFile) and str(results[1][1])
+        assert results[0][1].pages and 'sync' in results[2][1].pages[0].page_content
+        assert results[3][1].pages[0].page_content == load_file(Path('also.pdf'), items[3][2]).pages[0].page_content
 
 
-def test_while_a_worker_still_parses_the_next_file_the_caller_is_told_it_can_embed(monkeypatch):
+def test_while_a_worker_still_parses_the_next_file_the_caller_is_told_it_can_embed():
     import rag_plugin.ingest.parsing as parsing
     items = [(i, f'note{i}.txt', f'Note {i} about sync.\n'.encode()) for i in range(4)]
-    monkeypatch.setattr(parsing, 'POOL_MIN_BYTES', 0)
     seen, idle = [], []
     with parsing.ParsePool(fx.sleepy_load_file, workers=1) as pool:
         for job, loaded in pool.results(iter(items), idle=lambda: idle.append(len(seen))):
+            assert 'sync' in loaded.pages[0].page_content
             seen.append(job)
     assert seen == [0, 1, 2, 3]
-    assert idle and idle[0] == 1  # after the first file (parsed here), the second was not parsed yet
+    assert idle[:2] == [0, 1]  # each file takes half a second: the caller was told before waiting for it
+
+
+NEVER_ENDING_PARSE_SCRIPT = textwrap.dedent('''
+    import sys, threading, time
+    from pathlib import Path
+    sys.path.insert(0, 'tests')
+    from rag_plugin.ingest.parsing import ParsePool
+    started = threading.Event()
+    def load(path, data):
+        if path.name == 'stuck.pdf':
+            started.set()
+            while True:  # a parse that never ends (a pathological file)
+                time.sleep(0.05)
+        return path.name
+    with ParsePool(load, workers=1) as pool:
+        results = pool.results([(0, 'stuck.pdf', b''), (1, 'next.txt', b'')])
+        started.wait(10)
+        print('stopping', flush=True)  # the ingestion stops here (an error, Ctrl-C): results are not taken
+    print('closed', flush=True)
+''')
+
+
+def test_a_parse_that_never_ends_does_not_keep_the_process_alive_once_the_ingestion_stopped():
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, '-c', NEVER_ENDING_PARSE_SCRIPT], cwd=str(ROOT), capture_output=True,
+                          text=True, timeout=60, env=subprocess_env())
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ['stopping', 'closed']
+    assert time.monotonic() - started < 30
 
 
 def test_identical_chunk_texts_are_embedded_once_per_run_and_share_their_vector(tmp_path, new_rag):

@@ -65,9 +65,8 @@ class Ingestor:
             so that ingesting its files adopts its chunks without embedding them again
         lock_timeout (float): seconds to wait while another thread or process writes to the store before
             :class:`~rag_plugin.store.locks.StoreBusy` (env ``RAG_PLUGIN_WRITE_LOCK_TIMEOUT``, default 300)
-        parse_workers (int): processes that parse files while chunks are embedded (default: one per core but one,
-            1 to 4; ``0`` parses in this process); a run with one or two files to parse, or a few small ones,
-            starts none (see :mod:`rag_plugin.ingest.parsing`)
+        parse_workers (int): threads that parse files while chunks are embedded (default: one; ``0`` parses each
+            file in the calling thread when its turn comes; see :mod:`rag_plugin.ingest.parsing`)
         limits (ParseLimits): what parsing one file may cost (pages, text, inflated bytes, chunks; for uploads the
             worker's memory and time); a file over a limit is skipped with the reason (default: ``ParseLimits()``)
 

@@ -1,4 +1,4 @@
-"""One ingestion run: each file decided (unchanged, a duplicate, to parse), parsed in worker processes while the chunks
+"""One ingestion run: each file decided (unchanged, a duplicate, to parse), parsed in a worker thread while the chunks
 of those parsed before are written, its intent recorded in the ledger before its first chunk is written and committed
 once its last one is in, so that a kill at any moment is repaired by the next run (see
 :meth:`~rag_plugin.ingest.Ingestor.repair`). Chunks another tool wrote for a file (BBF's ``load_pdfs``) are adopted:
@@ -94,7 +94,7 @@ class IngestRun:
               loader: Optional[Callable[[Path, bytes], LoadedFile]] = None) -> None:
         """Decide, parse, chunk and write the files of the run.
 
-        Files are parsed (``loader``, default :func:`load_file` within the ingestor's limits) in worker processes
+        Files are parsed (``loader``, default :func:`load_file` within the ingestor's limits) in a worker thread
         (:class:`~rag_plugin.ingest.parsing.ParsePool`) while the chunks of those parsed before are embedded here,
         smallest first: nothing can be embedded before the first file is parsed, and a small one is parsed soonest
         (the report keeps the files' order).
