@@ -3,8 +3,8 @@
 A PDF's text is extracted by PDFium (pypdfium2 calls it through ctypes, which releases the GIL) and the chunks are
 embedded by ONNX Runtime (which releases it too), so a thread parses the next files while the caller embeds. Worker
 processes did this before PDFium read the text (pypdf's extraction was Python and held the GIL); each one cost about
-a second of CPU importing the loaders, taken from the embedding on a 2-core machine (Northwind, median of 4: 27.7 s
-with a worker process, 26.6 s with a thread; docs/ingestion.md).
+a second of CPU importing the loaders, taken from the embedding on a 2-core machine (Northwind, two A/B runs of four
+alternating pairs: 27.7 -> 26.6 s and 27.5 -> 27.0 s; docs/ingestion.md).
 
 :class:`ParsePool` hands results back in the order the files were given and keeps a bounded number in flight (their
 bytes are in memory until parsed). Its threads are daemons: a parse still under way when the ingestion stops (an
