@@ -15,7 +15,7 @@ its title and section above it, see ``Ingestor.contextual``), in batches of 128 
 is shown beside it).
 
 Targets (summary line): rag_plugin >= 1.5x BBF's first-ingestion speed (pages/s), first ingestion <= 1.1x the
-embedding floor, re-ingestion <= 3 % of the first, 0 duplicates. rag_plugin parses PDFs in worker processes while it
+embedding floor, re-ingestion <= 3 % of the first, 0 duplicates. rag_plugin parses PDFs in a worker thread while it
 embeds, so its "PDF parsing" row is the time it waited for a parsed file, not the parsing's CPU time. With
 ``--repeat N`` every measurement runs N times on fresh stores and the median is reported.
 """

@@ -830,9 +830,7 @@ def test_while_a_worker_still_parses_the_next_file_the_caller_is_told_it_can_emb
 
 
 NEVER_ENDING_PARSE_SCRIPT = textwrap.dedent('''
-    import sys, threading, time
-    from pathlib import Path
-    sys.path.insert(0, 'tests')
+    import threading, time
     from rag_plugin.ingest.parsing import ParsePool
     started = threading.Event()
     def load(path, data):
@@ -841,11 +839,16 @@ NEVER_ENDING_PARSE_SCRIPT = textwrap.dedent('''
             while True:  # a parse that never ends (a pathological file)
                 time.sleep(0.05)
         return path.name
-    with ParsePool(load, workers=1) as pool:
-        results = pool.results([(0, 'stuck.pdf', b''), (1, 'next.txt', b'')])
-        started.wait(10)
-        print('stopping', flush=True)  # the ingestion stops here (an error, Ctrl-C): results are not taken
-    print('closed', flush=True)
+    def idle():  # the ingestion fails while it waits for the file (a store error, Ctrl-C)
+        assert started.wait(10), 'the worker never started the parse'
+        raise RuntimeError('the store failed')
+    try:
+        with ParsePool(load, workers=1) as pool:
+            for job, loaded in pool.results([(0, 'stuck.pdf', b''), (1, 'next.txt', b'x' * 1000)], idle):
+                print('parsed', job, flush=True)
+    except RuntimeError as e:
+        print('stopped:', e, flush=True)
+        assert threading.active_count() == 2  # the parse goes on in its daemon thread
 ''')
 
 
@@ -854,7 +857,7 @@ def test_a_parse_that_never_ends_does_not_keep_the_process_alive_once_the_ingest
     done = subprocess.run([sys.executable, '-c', NEVER_ENDING_PARSE_SCRIPT], cwd=str(ROOT), capture_output=True,
                           text=True, timeout=60, env=subprocess_env())
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ['stopping', 'closed']
+    assert done.stdout.splitlines() == ['stopped: the store failed']
     assert time.monotonic() - started < 30
 
 

@@ -6,6 +6,7 @@ ingestion pipeline reports it and carries on with the other files.
 """
 from __future__ import annotations
 
+import atexit
 import re
 import threading
 from pathlib import Path
@@ -148,6 +149,7 @@ def _pdfium_texts(data: bytes, reader, limits: ParseLimits, budget: InflationBud
         import pypdfium2
     except ImportError:  # pragma: no cover - a platform without its wheel
         return None
+    _hold_pdfium_at_exit()
     _inflate_text_streams(reader)
     if budget.exceeded:
         raise SkipFile(limits.inflated_reason())
@@ -174,6 +176,19 @@ def _pdfium_texts(data: bytes, reader, limits: ParseLimits, budget: InflationBud
         finally:
             document.close()
     return texts if len(texts) == len(reader.pages) else None
+
+
+_AT_EXIT: list[bool] = []
+
+
+def _hold_pdfium_at_exit() -> None:
+    """At interpreter exit, wait (at most 10 s) for a document a parsing thread still reads before pypdfium2's own exit
+    handler closes every document and PDFium itself under it (a daemon thread runs on while exit handlers run).
+    Registered after pypdfium2's handler, so it runs before it."""
+    with _PDFIUM_LOCK:
+        if not _AT_EXIT:
+            atexit.register(_PDFIUM_LOCK.acquire, timeout=10)
+            _AT_EXIT.append(True)
 
 
 def _inflate_text_streams(reader) -> None:

@@ -65,9 +65,15 @@ class _Workers:
                 future.set_exception(e)
 
     def shutdown(self) -> None:
-        """Cancel the calls not started; a call under way ends in its thread, its result unused."""
+        """Cancel the calls not started (their files' bytes are let go at once); a call under way ends in its
+        thread, its result unused."""
         for future in self._futures:
             future.cancel()
+        while True:
+            try:
+                self._tasks.get_nowait()
+            except queue.Empty:
+                break
         for _ in self._threads:
             self._tasks.put(None)
 
