@@ -178,17 +178,18 @@ def _pdfium_texts(data: bytes, reader, limits: ParseLimits, budget: InflationBud
     return texts if len(texts) == len(reader.pages) else None
 
 
-_AT_EXIT: list[bool] = []
+_held_at_exit = False
 
 
 def _hold_pdfium_at_exit() -> None:
     """At interpreter exit, wait (at most 10 s) for a document a parsing thread still reads before pypdfium2's own exit
     handler closes every document and PDFium itself under it (a daemon thread runs on while exit handlers run).
-    Registered after pypdfium2's handler, so it runs before it."""
+    Registered once, after pypdfium2's handler, so it runs before it."""
+    global _held_at_exit
     with _PDFIUM_LOCK:
-        if not _AT_EXIT:
+        if not _held_at_exit:
             atexit.register(_PDFIUM_LOCK.acquire, timeout=10)
-            _AT_EXIT.append(True)
+            _held_at_exit = True
 
 
 def _inflate_text_streams(reader) -> None:

@@ -12,7 +12,6 @@ error, Ctrl-C) never keeps the process from exiting, and its result is dropped.
 """
 from __future__ import annotations
 
-import logging
 import queue
 import threading
 from collections import deque
@@ -21,8 +20,6 @@ from pathlib import Path
 from typing import Any, Callable, Generic, Iterable, Iterator, Optional, TypeVar
 
 from rag_plugin.ingest.document import LoadedFile
-
-logger = logging.getLogger(__name__)
 
 T = TypeVar('T')
 
@@ -40,14 +37,12 @@ class _Workers:
 
     def __init__(self, n: int):
         self._tasks: queue.SimpleQueue = queue.SimpleQueue()
-        self._futures: list[Future] = []
         self._threads = [threading.Thread(target=self._work, name=f'rag-parse-{i}', daemon=True) for i in range(n)]
         for thread in self._threads:
             thread.start()
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
         future: Future = Future()
-        self._futures = [f for f in self._futures if not f.done()] + [future]
         self._tasks.put((future, fn, args))
         return future
 
@@ -67,13 +62,13 @@ class _Workers:
     def shutdown(self) -> None:
         """Cancel the calls not started (their files' bytes are let go at once); a call under way ends in its
         thread, its result unused."""
-        for future in self._futures:
-            future.cancel()
         while True:
             try:
-                self._tasks.get_nowait()
+                task = self._tasks.get_nowait()
             except queue.Empty:
                 break
+            if task is not None:
+                task[0].cancel()
         for _ in self._threads:
             self._tasks.put(None)
 
