@@ -37,7 +37,6 @@ import argparse
 import contextlib
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile

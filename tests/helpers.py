@@ -2,7 +2,7 @@
 RAG for a test and the environment of a test's child process."""
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / 'tests'

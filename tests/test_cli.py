@@ -7,7 +7,7 @@ import time
 
 import httpx
 import pytest
-from conftest import PDFS, ROOT, free_port
+from conftest import ROOT, free_port
 from helpers import subprocess_env
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import ingest_fixtures as fx
-from conftest import PDFS, ROOT
+from conftest import ROOT
 from helpers import build_rag, subprocess_env
 
 QA = ROOT / 'data' / 'eval' / 'nimbus_qa.jsonl'

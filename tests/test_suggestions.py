@@ -2,10 +2,7 @@
 bootstrap map, /overview, the clarify message) is answered by RAG.run from the document it was made from."""
 import json
 import re
-import runpy
-import shutil
 
-import pytest
 from conftest import ROOT
 
 from rag_plugin.context.suggest import Suggestion, heading_question, in_sentence_case

@@ -126,14 +126,14 @@ class Scopes:
         """The stored vectors of a scope's chunks (``read()``), kept for the last :data:`VECTOR_SCOPES` scopes asked
         (at most :data:`EXACT_SCAN_MAX` vectors each: 3 MB of 384 dimensions)."""
         with self._lock:
-            for i, (known, found) in enumerate(self._vectors):
+            for i, (known, stored) in enumerate(self._vectors):
                 if known is ids:
                     self._vectors.append(self._vectors.pop(i))
-                    return found
-        found = read()
+                    return stored
+        stored = read()
         with self._lock:
-            self._vectors = (self._vectors + [(ids, found)])[-VECTOR_SCOPES:]
-        return found
+            self._vectors = (self._vectors + [(ids, stored)])[-VECTOR_SCOPES:]
+        return stored
 
     def members(self, ids: list[str]) -> set[str]:
         """The ids of a scope as a set (kept for the last scope asked)."""
