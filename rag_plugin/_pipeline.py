@@ -31,6 +31,7 @@ from rag_plugin.message import ANSWER, NOT_FOUND, UNAVAILABLE, RAGMessage, abste
 from rag_plugin._outcome import closest_reply
 from rag_plugin._search import Search, with_own_words
 from rag_plugin.store.budget import store_budget
+from rag_plugin.store.question_view import question_view
 from rag_plugin._trace import StageTimer, run_record
 
 if TYPE_CHECKING:
@@ -181,13 +182,14 @@ class AnswerPipeline:
 
     def run(self, question: Question) -> RAGMessage:
         """Answer a checked question (:meth:`question`). Every store call of the question shares one wait (a store
-        that does not answer costs the question one timeout, see :mod:`rag_plugin.store.budget`).
+        that does not answer costs the question one timeout, see :mod:`rag_plugin.store.budget`), and reads the
+        store's state once (:mod:`rag_plugin.store.question_view`).
 
         Returns:
             RAGMessage: the reply, finished (:meth:`finish`)
         """
         parts = self._parts()
-        with store_budget(getattr(parts.vector_store, 'timeout', None)):  # a database store's wait for a connection
+        with store_budget(getattr(parts.vector_store, 'timeout', None)), question_view():
             if is_overview_question(question.text):  # "what is this about?": the documents and their topics
                 timer = StageTimer()
                 end = self._overview(parts, question, timer)

@@ -32,6 +32,7 @@ from rag_plugin.store.budget import in_budget
 from rag_plugin.store.chroma import DISTANCE_TO_COSINE
 from rag_plugin.store.foreign import as_ours
 from rag_plugin.store.lexical import _bm25s
+from rag_plugin.store.question_view import question_view
 from rag_plugin.text import tokens, weight_share
 
 __all__ = ['DenseRetriever', 'Fusion', 'HasLexical', 'HidesChunks', 'HybridRetriever', 'LexicalIndex',
@@ -308,6 +309,7 @@ class HybridRetriever:
         terms = list(dict.fromkeys(tokens(query)))
         return weight_share([t for t in terms if self.lexical.knows(t)], terms, self.lexical.idf)
 
+    @question_view()  # one read of the store's state for the whole search (inside a question: the question's)
     def retrieve(self, query: str, k: int, filter: Optional[dict] = None) -> list[Document]:
         """Return the ``k`` best chunks by fused rank, each with ``score`` (cosine) and ``rank_score`` (fused)."""
         for hook in self.before_search:

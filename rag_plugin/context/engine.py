@@ -32,6 +32,7 @@ from rag_plugin.context.request import RequestParser
 from rag_plugin.context.settings import DEFAULT_BOOSTS, ContextSettings
 from rag_plugin.context.suggest import Suggestion, SuggestionChecker, SuggestionPicker
 from rag_plugin.context.synthesis import EMPTY_SCOPE_ANSWER, ContextWriter, resolve_outside_code
+from rag_plugin.store.question_view import question_view
 
 if TYPE_CHECKING:
     from rag_plugin.rag import RAG
@@ -88,6 +89,7 @@ class ContextEngine:
         """The RAG's parts as they are now."""
         return self._components()
 
+    @question_view()
     def retrieve(self, question: str = '', intent: str = 'auto', mode: str = 'auto', scope: Any = None,
                  k: Optional[int] = None, llm_name: Optional[str] = None, **scope_keywords: Any) -> dict:
         """Return a context package (:meth:`ContextPackage.to_dict`): ``mode``, ``intent``, ``summary``, ``topics``,
@@ -109,6 +111,7 @@ class ContextEngine:
         gathered = self._gather(question, intent, mode, scope, k, scope_keywords)
         return self.packager.package(gathered, self.writer.llm(llm_name)).to_dict()
 
+    @question_view()
     def answer(self, question: str = '', intent: str = 'auto', mode: str = 'auto', scope: Any = None,
                k: Optional[int] = None, llm_name: Optional[str] = None, **scope_keywords: Any) -> dict:
         """Answer from a context package (:meth:`ContextAnswer.to_dict`): ``mode``, ``intent``, ``answer``,
@@ -119,6 +122,7 @@ class ContextEngine:
         text, cited = self.writer.answer(gathered, package.summary, llm)
         return self.packager.answer(gathered, package, text, cited).to_dict()
 
+    @question_view()
     def context_plus_summary(self, question: str = '', intent: str = 'auto', mode: str = 'auto', scope: Any = None,
                              k: Optional[int] = None, llm_name: Optional[str] = None, **scope_keywords: Any) -> dict:
         """Return the context package of :meth:`retrieve` plus ``synthesis``: an overview, the key points per
@@ -126,6 +130,7 @@ class ContextEngine:
         gathered = self._gather(question, intent, mode, scope, k, scope_keywords)
         return self._with_synthesis(gathered, llm_name).to_dict()
 
+    @question_view()
     def synthesis(self, question: str = '', intent: str = 'auto', mode: str = 'auto', scope: Any = None,
                   k: Optional[int] = None, llm_name: Optional[str] = None, **scope_keywords: Any) -> Overview:
         """The synthesis of :meth:`context_plus_summary` with the items its ``[n]`` cite, as documents (to show as
@@ -136,6 +141,7 @@ class ContextEngine:
         answer, cited = resolve_outside_code(package.synthesis or '', docs)
         return Overview(answer, docs, cited)
 
+    @question_view()
     def overview(self, scope: Any = None, llm_name: Optional[str] = None, **scope_keywords: Any) -> Overview:
         """The answer to "what is this about?" / "what can you help me with?": the documents in scope with their
         topics (section headings), the bootstrap's summary, and questions the RAG answers (:meth:`suggestions`); it
@@ -155,6 +161,7 @@ class ContextEngine:
         answer, cited = self.writer.overview(gathered, docs, summary, suggestions)
         return Overview(answer, docs, cited)
 
+    @question_view()
     def suggestions(self, question: str = '', n: int = 3, scope: Any = None, **scope_keywords: Any
                     ) -> list[Suggestion]:
         """Questions to propose to a user, each answered by the RAG from the document it was made from: near

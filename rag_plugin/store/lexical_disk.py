@@ -35,6 +35,7 @@ import numpy as np
 from rag_plugin.errors import RAGPluginError, StoreDamaged
 from rag_plugin.store.lexical_matrix import Matrix, build_matrix, read_vectors, save_matrix
 from rag_plugin.store.locks import StoreBusy
+from rag_plugin.store.question_view import forget, once
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ class DiskLexical:
         self._lock = threading.RLock()
         self._db: Optional[sqlite3.Connection] = None
         self._matrix: Optional[Matrix] = None
-        self._vocabulary: Optional[dict[str, int]] = None
+        self._vocabulary: Optional[tuple[Matrix, dict[str, int]]] = None  # of that matrix
 
     # ---- the words' file -------------------------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -141,6 +142,7 @@ class DiskLexical:
             if self._db is not None:
                 self._db.close()
             self._db, self._matrix, self._vocabulary = None, None, None
+        forget(self)
 
     def exists(self) -> bool:
         """Whether the words' file exists."""
@@ -169,6 +171,8 @@ class DiskLexical:
                     raise
             except sqlite3.DatabaseError as e:
                 raise self.damaged(e) from None
+            finally:
+                forget(self)
 
     def _apply(self, db: sqlite3.Connection, add: Sequence[tuple[str, Sequence[str], Optional[Sequence[float]]]],
                remove: Sequence[str]) -> None:
@@ -243,6 +247,8 @@ class DiskLexical:
                     raise
             except sqlite3.DatabaseError as e:
                 raise self.damaged(e) from None
+            finally:
+                forget(self)
             return len(added) + len(extra)
 
     def _fill_vectors(self, db: sqlite3.Connection, vectors_of: Callable[[list[str]], dict[str, Sequence[float]]]
@@ -280,14 +286,22 @@ class DiskLexical:
         return self._read_state('generation', 0)
 
     def matrix(self) -> Matrix:
-        """The BM25 matrix of the current generation: memory-mapped when saved, else built and saved."""
+        """The BM25 matrix of the current generation: memory-mapped when saved, else built and saved (read once per
+        question, :mod:`~rag_plugin.store.question_view`)."""
+        return once(self, 'matrix', self._current_matrix)
+
+    def _current_matrix(self) -> Matrix:
         with self._lock:
-            if self.saved_matrix() is None:
-                self._matrix, self._vocabulary = self._build(), None
-            return self._matrix
+            matrix = self._saved_matrix()
+            if matrix is None:
+                self._matrix = matrix = self._build()
+            return matrix
 
     def saved_matrix(self) -> Optional[Matrix]:
         """The matrix of the current generation when it is saved (nothing is built), else None."""
+        return once(self, 'matrix', self._saved_matrix, keep=lambda matrix: matrix is not None)
+
+    def _saved_matrix(self) -> Optional[Matrix]:
         if not self.exists():
             return None
         with self._lock:
@@ -295,7 +309,7 @@ class DiskLexical:
             if self._matrix is not None and self._matrix.generation == generation:
                 return self._matrix
             try:
-                self._matrix, self._vocabulary = Matrix(os.path.join(self.folder, f'g{generation:010d}')), None
+                self._matrix = Matrix(os.path.join(self.folder, f'g{generation:010d}'))
             except (OSError, ValueError, KeyError):
                 return None
             return self._matrix
@@ -379,15 +393,17 @@ class DiskLexical:
         return out
 
     def vocabulary(self) -> dict[str, int]:
-        """Every word some chunk holds, with its document frequency (read when the guard first asks)."""
+        """Every word some chunk of the current matrix holds, with its document frequency (read when the guard first
+        asks, kept with its matrix)."""
+        matrix = self.matrix()
         with self._lock:
-            matrix = self.matrix()
-            if self._vocabulary is None:
+            if self._vocabulary is None or self._vocabulary[0] is not matrix:
                 counts = np.diff(np.asarray(matrix.indptr))
                 db = self._connect()
-                self._vocabulary = {term: int(counts[i]) for i, term in db.execute('SELECT id, term FROM terms')
-                                    if i < len(counts) and counts[i] > 0}
-            return self._vocabulary
+                terms = db.execute('SELECT id, term FROM terms')
+                self._vocabulary = (matrix, {term: int(counts[i]) for i, term in terms
+                                             if i < len(counts) and counts[i] > 0})
+            return self._vocabulary[1]
 
     def count(self) -> int:
         """How many chunks the index holds."""

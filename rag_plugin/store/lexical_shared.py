@@ -21,6 +21,7 @@ from langchain_core.documents import Document
 from rag_plugin.errors import StoreDamaged
 from rag_plugin.store.lexical_disk import EMPTY, DiskLexical, index_paths
 from rag_plugin.store.lexical_matrix import top
+from rag_plugin.store.question_view import forget, once
 from rag_plugin.text import found, tokens
 from rag_plugin.text.chunks import embedding_text
 
@@ -178,12 +179,14 @@ class SharedLexicalIndex:
         added = [(i, words(Document(page_content=text or '', metadata=as_ours(i, metadata) or {})), vector)
                  for i, text, metadata, vector in zip(ids, documents, metadatas, vectors)]
         before = self.store.version()
+        forget(self)
         chroma_write()
         self.disk.write(added, list(removed), before, self.store.version)
 
     def invalidate(self) -> None:
         """Check the index against Chroma again at the next search."""
         self._checked = None
+        forget(self)
 
     # ---- reads --------------------------------------------------------------------------------------------------
     def _table_ids(self) -> list[str]:
@@ -193,7 +196,11 @@ class SharedLexicalIndex:
         return {i: words(doc) for i, doc in self.store.get(ids).items()}
 
     def refresh(self) -> int:
-        """Catch up with Chroma if it was written without the index; return the chunk count."""
+        """Catch up with Chroma if it was written without the index; return the chunk count (checked once per
+        question, :mod:`~rag_plugin.store.question_view`)."""
+        return once(self, 'refresh', self._refresh)
+
+    def _refresh(self) -> int:
         version = self.store.version()
         if version != self._checked:
             self.disk.catch_up(version, self._table_ids, self._words_of, self.store.chroma_embeddings_of)
@@ -237,7 +244,7 @@ class SharedLexicalIndex:
             self.disk.remove_files()
         self.disk.catch_up(self.store.version(), self._table_ids, self._words_of, self.store.chroma_embeddings_of,
                            force=True)
-        self._checked = None
+        self.invalidate()
         self.refresh()
         return damage
 
