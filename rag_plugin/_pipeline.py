@@ -268,7 +268,7 @@ class AnswerPipeline:
         grounding = None
         if refused_by is None and generation is not None and not generation.degraded:  # the fallback quotes
             with timer.stage('grounding'):
-                grounding = ground(parts, generation.answer, retrieved)
+                grounding = ground(parts, generation.answer, retrieved, quoted=is_extractive(llm))
             if grounding.empty:  # no sentence of the answer is what the fragments say
                 refused_by = 'grounding'
         result = self._deliver(parts, q, query, retrieved, decision, generation, refused_by, timer, grounding)
@@ -337,10 +337,10 @@ LOWER_CONFIDENCE = {'high': 'medium', 'medium': 'low'}
 """dict[str, str]: an answer's confidence once the grounding check removed or flagged one of its sentences."""
 
 
-def ground(parts: RAGComponents, answer: str, retrieved: list[Document]) -> Grounding:
-    """The grounding check of a generated answer against the fragments, with the corpus's IDF
-    (:meth:`~rag_plugin.grounding.GroundingCheck.check`)."""
-    return parts.grounding.check(answer, retrieved, parts.embeddings, parts.signals.idf)
+def ground(parts: RAGComponents, answer: str, retrieved: list[Document], quoted: bool = False) -> Grounding:
+    """The grounding check of an answer against the fragments, with the corpus's IDF
+    (:meth:`~rag_plugin.grounding.GroundingCheck.check`; ``quoted``: the extractive answerer's quotes)."""
+    return parts.grounding.check(answer, retrieved, parts.embeddings, parts.signals.idf, quoted)
 
 
 def remember(session: Optional['Session'], result: RAGMessage) -> None:

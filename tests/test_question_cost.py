@@ -1,8 +1,11 @@
 """What one question costs on a persisted store, counted rather than timed (issue 41): the lexical index's state is
-read once per question (not once per word looked up) and the embedding model is called a few times at most; a write
-another process publishes is seen by the next question."""
+read once per question (not once per word looked up), the embedding model is called a few times at most, and the
+grounding check does not score the extractive answerer's verbatim quotes; a write another process publishes is seen
+by the next question."""
 import json
 from collections import Counter
+
+import pytest
 
 from conftest import ROOT
 
@@ -72,3 +75,40 @@ def test_a_write_is_seen_by_the_next_question_not_halfway_through_one(corpus_sto
         disk.write([], ['zz-new'], recorded, lambda: recorded)
         assert disk.matrix().generation > current.generation
     other.close()
+
+
+def fragments() -> list[str]:
+    return ['Deleted notes stay in the trash for 30 days.\nAfter that they are removed for good.',
+            'The Team plan costs $8 per user per month when billed annually.']
+
+
+def test_the_extractive_answerers_quotes_are_kept_without_being_scored(monkeypatch):
+    from rag_plugin.grounding import check
+    from rag_plugin.grounding.check import GroundingCheck
+    scored = []
+    original = check.SupportScorer
+
+    def scorer(*args, **kwargs):
+        scored.append(args)
+        return original(*args, **kwargs)
+    monkeypatch.setattr(check, 'SupportScorer', scorer)
+    quotes = 'Deleted notes stay in the trash for 30 days [1]. The Team plan costs $8 per user per month when ' \
+             'billed annually [2].'
+    result = GroundingCheck().run(quotes, fragments(), quoted=True)
+    assert scored == [] and result.answer == quotes
+    assert [(s.action, s.supported_by) for s in result.sentences] == [('kept', [1]), ('kept', [2])]
+    # the same words from a generative model are scored as always
+    assert GroundingCheck().run(quotes, fragments()).count('kept') == 2 and len(scored) == 1
+    # one sentence that is not written in what it cites: the whole answer is scored
+    mixed = 'Deleted notes stay in the trash for 90 days [1]. After that they are removed for good [1].'
+    result = GroundingCheck().run(mixed, fragments(), quoted=True)
+    assert len(scored) == 2 and '90 days' not in result.answer and result.count('kept') == 1
+
+
+@pytest.mark.parametrize('answer, cited', [('After that they are removed for good.', [1]),
+                                           ('After that they are removed for good [2].', [])])
+def test_a_quote_must_be_in_a_fragment_it_cites(answer, cited):
+    from rag_plugin.grounding.check import quoted_in
+    from rag_plugin.grounding.claims import read_answer
+    claim = read_answer(answer)[0].claims[0]
+    assert quoted_in(claim, fragments()) == cited

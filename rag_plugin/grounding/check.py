@@ -12,6 +12,7 @@ Greetings, connectives and introductions ("Here is what I found:") claim nothing
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -165,7 +166,8 @@ class GroundingCheck:
         self._model: Any = None
 
     def run(self, answer: str, texts: list[str], embeddings: Any = None,
-            idf: Optional[Callable[[str], float]] = None, meaning: Optional[Callable[[Any], Any]] = None) -> Grounding:
+            idf: Optional[Callable[[str], float]] = None, meaning: Optional[Callable[[Any], Any]] = None,
+            quoted: bool = False) -> Grounding:
         """Check an answer.
 
         Args:
@@ -174,14 +176,23 @@ class GroundingCheck:
             embeddings (Embeddings | None): the RAG's embedding model, for the meaning signal (None: words only)
             idf (Callable[[str], float] | None): the corpus IDF of a normalised word (None: English rarity)
             meaning (Callable | None): cosines to the model's scale (:meth:`Calibration.meaning`; None: as they are)
+            quoted (bool): the answer quotes the fragments (the extractive answerer's): when every sentence that
+                claims something is written word for word in a fragment it cites (:func:`quoted_in`), each is kept
+                without being scored, since nothing in it can differ from its source; any other answer is scored
 
         Returns:
             Grounding: the answer as the user reads it and what was done to each sentence
         """
         lines = read_answer(answer)
+        claims = [c for line in lines for c in line.claims]
         if self.mode == OFF or not texts:
             return Grounding(answer, [SentenceCheck(c.written, c.cited, [], 0.0, UNCHECKED, c.written)
-                                      for line in lines for c in line.claims], self.mode)
+                                      for c in claims], self.mode)
+        sources = {id(c): quoted_in(c, texts) for c in claims if c.is_claim} if quoted else {}
+        if quoted and all(sources.values()):
+            return Grounding(answer, [SentenceCheck(c.written, c.cited, sources[id(c)], 1.0, KEPT, c.written)
+                                      if c.is_claim else decide(c, None, self.verdict, self.mode)
+                                      for c in claims], self.mode)
         written: dict[int, str] = {}
         checks: list[SentenceCheck] = []
         for c, evidence in self.evidence(lines, texts, embeddings, idf, meaning):
@@ -191,7 +202,7 @@ class GroundingCheck:
         return Grounding(rebuild(lines, written), checks, self.mode)
 
     def check(self, answer: str, docs: list[Document], embeddings: Any = None,
-              idf: Optional[Callable[[str], float]] = None) -> Grounding:
+              idf: Optional[Callable[[str], float]] = None, quoted: bool = False) -> Grounding:
         """:meth:`run` on an answer whose ``[n]`` markers are first checked against the fragments (``docs``), the
         meaning read on the embedding model's own scale
         (:meth:`~rag_plugin.embeddings.calibration.Calibration.meaning`).
@@ -201,10 +212,11 @@ class GroundingCheck:
             docs (list[Document]): the fragments it was given, numbered from 1
             embeddings (Embeddings | None): the RAG's embedding model (None: words only)
             idf (Callable[[str], float] | None): the corpus IDF of a normalised word
+            quoted (bool): the answer quotes the fragments (see :meth:`run`)
         """
         answer, _ = resolve_citations(answer, docs)
         meaning = calibration_of(embeddings).meaning if embeddings is not None else None
-        return self.run(answer, [d.page_content for d in docs], embeddings, idf, meaning)
+        return self.run(answer, [d.page_content for d in docs], embeddings, idf, meaning, quoted)
 
     def partials(self, send: Callable[[str], None], docs: list[Document], embeddings: Any = None,
                  idf: Optional[Callable[[str], float]] = None) -> Callable[[str], None]:
@@ -266,6 +278,19 @@ class Evidence:
     alone: list
 
 
+_SPACES = re.compile(r'\s+')
+
+
+def quoted_in(c: Claim, texts: list[str]) -> list[int]:
+    """The fragments that write a sentence word for word (spaces aside): among those it cites, or any when it cites
+    none (a list item under the sentence that cites its fragment); empty when none does."""
+    sentence = _SPACES.sub(' ', c.text).strip()
+    if not sentence:
+        return []
+    candidates = c.cited or range(1, len(texts) + 1)
+    return [f for f in candidates if 1 <= f <= len(texts) and sentence in _SPACES.sub(' ', texts[f - 1])]
+
+
 def closest_meaning(scorer: SupportScorer, claims: list[Claim], vectors: Callable[[list[str]], np.ndarray],
                     meaning: Optional[Callable[[Any], Any]], fragments: list[int]) -> dict[int, np.ndarray]:
     """Each claim's meaning score against each fragment (its closest sentence, on the model's scale when ``meaning``
@@ -313,4 +338,4 @@ def decide(c: Claim, evidence: Optional[Evidence], t: Verdict, mode: str) -> Sen
 
 __all__ = ['CORRECTED', 'Evidence', 'FLAG', 'FLAGGED', 'FLAG_NOTE', 'Grounding', 'GroundingCheck', 'KEPT', 'MODES',
            'NOT_A_CLAIM', 'OFF', 'REMOVE', 'REMOVED', 'SentenceCheck', 'UNCHECKED', 'Verdict', 'closest_meaning',
-           'decide', 'flagged']
+           'decide', 'flagged', 'quoted_in']
