@@ -30,6 +30,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
@@ -107,6 +108,7 @@ class Term:
     surface: str
 
 
+@lru_cache(maxsize=1 << 14)  # difflib over the function words costs ~0.5 ms a word; questions repeat words
 def _misspelt_function_word(surface: str) -> bool:
     """A typo of a function word ("befor", "wich", "anyting"): a rare word one letter from a stop word."""
     return (len(surface) >= 4 and not is_common_english(surface)
@@ -130,17 +132,27 @@ def content_terms(question: str) -> list[Term]:
 
 
 def chunk_words(docs: Iterable[Document]) -> dict[str, str]:
-    """The content words of chunks: ``{normalised word: surface}`` (compound words also by their parts)."""
+    """The content words of chunks: ``{normalised word: surface}`` (compound words also by their parts), the first
+    surface of each word in the chunks' order."""
     out: dict[str, str] = {}
     for doc in docs:
-        for word in WORD.findall(doc.page_content):
-            surface = fold(word)
-            if surface in STOP_WORDS or not any(c.isalpha() for c in surface):
-                continue
-            out.setdefault(normalise(surface), surface)
-            for part in split_parts(surface):
-                if part != surface and part not in STOP_WORDS:
-                    out.setdefault(normalise(part), part)
+        for token, surface in _text_words(doc.page_content).items():
+            out.setdefault(token, surface)
+    return out
+
+
+@lru_cache(maxsize=4096)  # the same chunks come back question after question
+def _text_words(text: str) -> dict[str, str]:
+    """:func:`chunk_words` of one text (never changed by callers: :func:`chunk_words` copies what it reads)."""
+    out: dict[str, str] = {}
+    for word in WORD.findall(text):
+        surface = fold(word)
+        if surface in STOP_WORDS or not any(c.isalpha() for c in surface):
+            continue
+        out.setdefault(normalise(surface), surface)
+        for part in split_parts(surface):
+            if part != surface and part not in STOP_WORDS:
+                out.setdefault(normalise(part), part)
     return out
 
 

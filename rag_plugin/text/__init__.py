@@ -12,6 +12,7 @@ import difflib
 import math
 import re
 import unicodedata
+from functools import lru_cache
 from typing import Callable, Iterable
 
 from rag_plugin.text.stopwords import CATALAN, ENGLISH, ENGLISH_INFORMAL, SPANISH, STOP_WORDS
@@ -36,12 +37,14 @@ def words(text: str) -> list[str]:
     return WORD.findall(text)
 
 
+@lru_cache(maxsize=1 << 17)  # a question folds the same few thousand words hundreds of times (issue 41)
 def fold(word: str) -> str:
     """Lower-case and remove accents ("Límite" -> "limite", "configuració" -> "configuracio")."""
     decomposed = unicodedata.normalize('NFKD', word.lower())
     return ''.join(c for c in decomposed if not unicodedata.combining(c))
 
 
+@lru_cache(maxsize=1 << 17)
 def normalise(word: str) -> str:
     """A folded word with a light plural / verb-ending normalisation ("notes" -> "note", "syncing" -> "sync")."""
     word = fold(word)

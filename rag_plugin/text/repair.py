@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from functools import lru_cache
 from typing import Optional
 
 from rag_plugin.text import fold, language
@@ -45,7 +44,6 @@ _OPENING = (' ', '\t', '-', '(', '[', '"', '\u201c', '\u2018') + _APOSTROPHES  #
 _SINGLE_LETTER_WORDS = {'en': {'a', 'i'}, 'es': {'a', 'e', 'o', 'u', 'y'}, 'ca': {'a', 'e', 'i', 'o', 'u'}}
 _MIN_ZIPF = {2: 5.0, 3: 4.5}  # wordfreq Zipf frequency a piece of this length needs to count as a word
 _WORD_ZIPF = 3.5
-_fold = lru_cache(maxsize=1 << 16)(fold)  # a document repeats its words
 
 
 def join_split_words(pages: list[str], lang: Optional[str] = None) -> tuple[list[str], int]:
@@ -59,8 +57,8 @@ def join_split_words(pages: list[str], lang: Optional[str] = None) -> tuple[list
         tuple[list[str], int]: the pages, and how many spaces were removed
     """
     text = '\n'.join(pages)
-    vocabulary = Counter(map(_fold, _LETTERS.findall(text)))
-    compounds = set(map(_fold, _COMPOUND.findall(text)))
+    vocabulary = Counter(map(fold, _LETTERS.findall(text)))
+    compounds = set(map(fold, _COMPOUND.findall(text)))
     lang = lang or language(text[:20000])
     out, joins = [], 0
     for page in pages:
@@ -83,8 +81,8 @@ def _line_end_hyphen(match: re.Match, vocabulary: Counter, compounds: set[str], 
     first, newline, second = match.groups()
     if not first or not second:
         return f'{first}-{newline}{second}'
-    joined = _fold(first + second)
-    if _fold(f'{first}-{second}') not in compounds and (vocabulary[joined] or _is_word(joined, lang)):
+    joined = fold(first + second)
+    if fold(f'{first}-{second}') not in compounds and (vocabulary[joined] or _is_word(joined, lang)):
         return first + second
     return f'{first}-{second}'
 
@@ -98,7 +96,7 @@ def _join_line(line: str, vocabulary: Counter, compounds: set[str], lang: str) -
     pieces = [r.group() for r in runs]
     gaps = [line[r.end():(runs[i + 1].start() if i + 1 < len(runs) else len(line))] for i, r in enumerate(runs)]
     joins = 0
-    if not any(gap == ' ' and vocabulary[_fold(first + second)]  # most lines: no pair the document writes joined
+    if not any(gap == ' ' and vocabulary[fold(first + second)]  # most lines: no pair the document writes joined
                for first, second, gap in zip(pieces, pieces[1:], gaps)):
         return _hyphens(line, compounds, lang)
     while True:  # the surest join first: "to p ractice" is "to practice", not "top ractice"
@@ -118,7 +116,7 @@ def _hyphens(line: str, compounds: set[str], lang: str) -> tuple[str, int]:
     if ' -' not in line:
         return line, 0
     hyphens = [m for m in _SPACED_HYPHEN.finditer(line)
-               if _is_word(m.group(2), lang) or _fold(f'{m.group(1)}-{m.group(2)}') in compounds]
+               if _is_word(m.group(2), lang) or fold(f'{m.group(1)}-{m.group(2)}') in compounds]
     for m in reversed(hyphens):
         line = line[:m.end(1)] + line[m.end(1) + 1:]
     return line, len(hyphens)
@@ -135,7 +133,7 @@ def _join_score(pieces: list[str], gaps: list[str], lead: str, k: int, vocabular
         return None
     if not (second[:1].islower() or first.isupper() and second.isupper()):
         return None
-    count = vocabulary[_fold(first + second)]
+    count = vocabulary[fold(first + second)]
     if not count:
         return None
     not_words = (not _is_word(first, lang, contraction=before.rstrip().endswith(_APOSTROPHES))) \
@@ -147,7 +145,7 @@ def _is_word(piece: str, lang: str, contraction: bool = False) -> bool:
     """Whether a piece is a word of the language on its own (one next to an apostrophe is: "l'alta", "it’ s")."""
     if contraction:
         return True
-    piece = _fold(piece)
+    piece = fold(piece)
     if len(piece) == 1:
         return piece in _SINGLE_LETTER_WORDS.get(lang, _SINGLE_LETTER_WORDS['en'])
     return _zipf(piece, lang) >= _MIN_ZIPF.get(len(piece), _WORD_ZIPF)
