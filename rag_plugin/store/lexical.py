@@ -115,6 +115,9 @@ class LexicalIndex:
         with self._lock:
             return {i: self._by_id[i] for i in ids if i in self._by_id}
 
+    def keep(self, docs: dict[str, Document]) -> None:
+        """Nothing to keep: the index holds every chunk (its next refresh reads the new ones)."""
+
     def _frequencies(self) -> dict[str, int]:
         """Document frequency of every word of the index as last refreshed; call with the lock held.
 

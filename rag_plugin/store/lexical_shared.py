@@ -16,6 +16,7 @@ from collections import OrderedDict
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
+from cachetools import LRUCache
 from langchain_core.documents import Document
 
 from rag_plugin.errors import StoreDamaged
@@ -36,6 +37,11 @@ more, by a deeper HNSW search kept to the chunks that pass (:func:`wide_dense`).
 
 SCOPE_PAGE = 2_000
 """int: the chunk ids a filter's scope reads from Chroma per call."""
+
+CHUNKS_KEPT = 4_096
+"""int: chunks (text and metadata) a persisted store's index keeps in memory for the next questions, as of the
+store's last write: a question asks for the same few dozen chunks the previous ones did, and Chroma's ``get`` of 30
+costs milliseconds of its Python record loop."""
 
 VECTOR_SCOPES = 8
 """int: the scopes whose vectors are kept for the exact scan (the ids list of a scope is the same object for one
@@ -166,6 +172,7 @@ class SharedLexicalIndex:
         self._known: dict[tuple[int, str], bool] = {}
         self._scopes: list[tuple[list, int, np.ndarray]] = []
         self._positions_lock = threading.Lock()
+        self._chunks: tuple[Any, LRUCache] = (None, LRUCache(CHUNKS_KEPT))  # (store version seen, chunks by id)
 
     # ---- writes -------------------------------------------------------------------------------------------------
     def write(self, chroma_write: Callable[[], None], ids: Sequence[str] = (), documents: Sequence[str] = (),
@@ -249,8 +256,24 @@ class SharedLexicalIndex:
         return damage
 
     def documents(self, ids: list[str]) -> dict[str, Document]:
-        """No chunk is held in memory: the store reads them."""
-        return {}
+        """The chunks of these ids this process read since the store's last write (:data:`CHUNKS_KEPT` at most);
+        the store reads the others (and :meth:`keep` them)."""
+        kept = self._kept()
+        with self._positions_lock:
+            return {i: kept[i] for i in ids if i in kept}
+
+    def keep(self, docs: dict[str, Document]) -> None:
+        """Keep chunks the store read (by id), for :meth:`documents`."""
+        kept = self._kept()
+        with self._positions_lock:
+            kept.update(docs)
+
+    def _kept(self) -> LRUCache:
+        version = (self._checked, self.disk.matrix().generation)  # Chroma's write seen at the last refresh, the words'
+        with self._positions_lock:
+            if self._chunks[0] != version:
+                self._chunks = (version, LRUCache(CHUNKS_KEPT))
+            return self._chunks[1]
 
     def search(self, query: str, k: int, filter: Optional[dict] = None, refresh: bool = True
                ) -> list[tuple[Document, float]]:
@@ -277,7 +300,7 @@ class SharedLexicalIndex:
         best, values = top(scores, k)
         keep = [(int(matrix.rows[i]), float(v)) for i, v in zip(best, values) if v > 0]
         ids = self.disk.ids_of([r for r, _ in keep])
-        docs = self.store.get([ids[r] for r, _ in keep if r in ids])
+        docs = self.store.get([ids[r] for r, _ in keep if r in ids], cached=True)
         return [(docs[ids[r]], v) for r, v in keep if r in ids and ids[r] in docs]
 
     def nearest(self, vector: Sequence[float], n: int, filter: Optional[dict] = None, with_embeddings: bool = False
