@@ -373,7 +373,7 @@ class HybridRetriever:
         # the cosine on one scale for every model (MiniLM's as it is; e5's from its floor, 0.78, to 1): weighed
         # raw, e5's cosines (0.78-0.95) differ by less than BM25 and lost the dense ranking
         meaning = calibration_of(self.embeddings).meaning
-        for cid in set(dense) | set(bm25):
+        for cid in dict.fromkeys([*dense, *bm25]):  # in a fixed order: equal scores keep it (a set's varies by run)
             cosine = float(meaning(dense[cid][1])) if cid in dense else 0.0
             fused[cid] = self.fusion.weight * cosine + lexical_weight * bm25.get(cid, 0.0)
         return fused
