@@ -112,3 +112,29 @@ def test_a_quote_must_be_in_a_fragment_it_cites(answer, cited):
     from rag_plugin.grounding.claims import read_answer
     claim = read_answer(answer)[0].claims[0]
     assert quoted_in(claim, fragments()) == cited
+
+
+def test_the_chunks_a_question_read_are_not_read_again_until_the_store_is_written(make_rag, monkeypatch):
+    from rag_plugin.store import corpus_store as store_of
+    from rag_plugin.store.chroma import ChromaStore
+    rag = make_rag()
+    store = store_of(rag.vector_store)
+    question = 'How long do deleted notes stay in the trash?'
+    first = rag.run(None, question)
+    reads: list = []
+    original = ChromaStore.get
+
+    def get(self, ids, cached=False):
+        if not cached:
+            reads.append(list(ids))
+        return original(self, ids, cached)
+    monkeypatch.setattr(ChromaStore, 'get', get)
+    again = rag.run(None, question)
+    assert again.answer == first.answer and reads == []  # every chunk from memory
+    cited = again.docs[0].metadata['chunk_id']
+    stored = store.get([cited])[cited]
+    store.upsert([cited], list(store.embeddings_of([cited]).values()), [stored.page_content + ' Edited.'],
+                 [stored.metadata])
+    reads.clear()
+    edited = rag.run(None, question)
+    assert reads and any(d.page_content.endswith('Edited.') for d in edited.docs)  # the write is seen
