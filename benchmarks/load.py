@@ -219,6 +219,12 @@ class BotProcess:
             fields = f.read().rsplit(')', 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
+    def trace(self) -> list[dict]:
+        """The records of the bot's trace file (one per RAG run)."""
+        from rag_plugin._trace import read_trace
+        path = os.path.join(self.workdir, f'trace-{self.port}.jsonl')
+        return read_trace(path, last=10 ** 6) if os.path.exists(path) else []
+
     def log_tail(self, lines: int = 20) -> str:
         with contextlib.suppress(OSError), open(self.log_path, errors='replace') as f:
             return ''.join(f.readlines()[-lines:])
@@ -430,8 +436,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 out['bare_start_s'] = bare.start_seconds
                 out['bare_idle_mb'] = bare.rss() / MB
                 results = Results()
+                bare_cpu = bare.cpu_seconds()
                 asyncio.run(run_sessions([bare.uri], questions, args.sessions, left(args.seconds * 4), results,
                                          bare_reply, args.reply_timeout, total=args.questions))
+                if results.replies:
+                    out['bare_cpu_ms_per_reply'] = 1000 * (bare.cpu_seconds() - bare_cpu) / results.replies
                 time.sleep(args.settle)
                 out['bare_after_mb'] = bare.rss() / MB
                 out['bare_replies'] = results.replies
@@ -474,6 +483,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             print(f'sustained: {args.sessions} sessions as fast as the replies come, at least {args.seconds:g} s and '
                   f'{args.questions} replies in all ...', flush=True)
             sustained = Results()
+            sustained_began = time.time()
             cpu_before = sum(bot.cpu_seconds() for bot in bots)
             wall = 0.0
             with MemorySampler(bots, lambda: done + sustained.replies) as memory:
@@ -486,6 +496,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             time.sleep(args.settle)
             after = max(bot.rss() for bot in bots)
             samples = paced_memory.samples + memory.samples + [(done + sustained.replies, after)]
+            out['stages'] = stage_costs([r for bot in bots for r in bot.trace()
+                                         if datetime.fromisoformat(r['time']).timestamp() >= sustained_began])
         finally:
             for bot in bots:
                 bot.stop()
@@ -564,7 +576,30 @@ def summary(out: dict[str, Any], flat_mb: float) -> str:
     errors_seen = {**out['warm_errors'], **out['paced_errors'], **out['sustained_errors']}
     if errors_seen:
         notes.append('errors: ' + ', '.join(f'{k}: {v}' for k, v in errors_seen.items()))
-    return table + '\n' + '\n'.join(notes)
+    return table + '\n' + '\n'.join(notes) + '\n' + stage_table(out)
+
+
+def stage_table(out: dict[str, Any]) -> str:
+    """Where the sustained phase's CPU went, by stage (the bots' trace, :class:`rag_plugin._trace.StageTimer`),
+    beside the process's CPU per reply."""
+    stages = out.get('stages') or {}
+    if not stages:
+        return ''
+    total = stages.get('total', {}).get('cpu_ms_per_reply', 0.0)
+    rows = [(f'  {name}' if name != 'total' else 'RAG.run (its thread)',
+             [f"{cost['cpu_ms_per_reply']:.2f}", f"{cost['runs']:,}",
+              f"{cost['wall_p50_ms']:.1f} / {cost['wall_p95_ms']:.1f}"], 'str')
+            for name, cost in [(n, c) for n, c in stages.items() if n != 'total'] + [('total', stages['total'])]]
+    process = out.get('cpu_ms_per_reply')
+    if process is not None:
+        rows.append(('rest of the process (BBF, ONNX, search threads)',
+                     [f'{process - total:.2f}', '', ''], 'str'))
+        rows.append(('bot process CPU per reply', [f'{process:.2f}', '', ''], 'str'))
+    if out.get('bare_cpu_ms_per_reply') is not None:
+        rows.append(('the same BBF bot without the plugin, per reply', [f"{out['bare_cpu_ms_per_reply']:.2f}", '', ''],
+                     'str'))
+    return format_table('CPU per reply by stage, sustained phase (ms; wall time per run p50 / p95)',
+                        ['CPU ms/reply', 'runs', 'wall p50 / p95'], rows, label_width=50, col_width=18)
 
 
 # ---- the replica scenario (--scenario replicas) ---------------------------------------------------------------------
@@ -887,11 +922,7 @@ def run_replicas(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             for bot in bots:
                 bot.stop()
-        from rag_plugin._trace import read_trace
-        traces = {}
-        for i, bot in enumerate(bots):
-            path = os.path.join(workdir, f'trace-{bot.port}.jsonl')
-            traces[i] = read_trace(path, last=10 ** 6) if os.path.exists(path) else []
+        traces = {i: bot.trace() for i, bot in enumerate(bots)}
 
     def epoch(record: dict) -> Optional[str]:
         when = datetime.fromisoformat(record['time']).timestamp()
@@ -935,6 +966,18 @@ def run_replicas(args: argparse.Namespace) -> dict[str, Any]:
     out['no_chunk_lost'] = (new > 0 and after['chunks'] == before['chunks'] + new and before.get('source_chunks') == 0
                             and after.get('source_ledger') == [new] and out['ingest']['reported_chunks'] == new
                             and ledger_ok(before) and ledger_ok(after))
+    return out
+
+
+def stage_costs(records: list[dict]) -> dict[str, dict[str, float]]:
+    """Per traced stage, over the runs of ``records``: the CPU time of the run's thread per reply (mean, ms: the
+    stages' shares add up to the runs' ``total``) and the wall time's median and p95 (ms)."""
+    out: dict[str, dict[str, float]] = {}
+    for stage in dict.fromkeys(stage for r in records for stage in (r.get('latency_ms') or {})):
+        cpu = [(r.get('cpu_ms') or {}).get(stage, 0.0) for r in records]
+        wall = [r['latency_ms'][stage] for r in records if stage in (r.get('latency_ms') or {})]
+        out[stage] = {'cpu_ms_per_reply': sum(cpu) / len(records), 'runs': len(wall),
+                      'wall_p50_ms': percentile(wall, 50), 'wall_p95_ms': percentile(wall, 95)}
     return out
 
 

@@ -243,7 +243,8 @@ class AnswerPipeline:
             logger.error('[RAG] Retrieval failed: %s: %s', type(e).__name__, e)
             result = abstention(q.llm_name, q.text, STORE_UNAVAILABLE_ANSWER, UNAVAILABLE, query, q.note)
             return Exit(result, [], error=f'retrieval failed: {type(e).__name__}: {e}')
-        decision = search.check(retrieved)
+        with timer.stage('guard'):
+            decision = search.check(retrieved)
         if decision.by_meaning and not decision.abstain:
             with timer.stage('expand'):
                 retrieved, decision = search.expanded(query, decision, retrieved)
@@ -325,7 +326,8 @@ class AnswerPipeline:
         remember(q.session, result)
         if parts.tracer is not None:
             record = run_record(q.session, result, end.retrieved, end.decision, end.generation, timings, end.error,
-                                q.note, end.refused_by, end.route, end.turn.report if end.turn is not None else None)
+                                q.note, end.refused_by, end.route, end.turn.report if end.turn is not None else None,
+                                timer.cpu)
             try:
                 parts.tracer.write(record)
             except (OSError, ValueError) as e:  # a full disk or text no encoder takes must not cost the reply

@@ -21,33 +21,40 @@ if TYPE_CHECKING:
 
 
 class StageTimer:
-    """Times the stages of one run (seconds, by stage name), from its creation.
+    """Times the stages of one run (seconds, by stage name), from its creation: wall time, and the CPU time of the
+    run's thread (ONNX Runtime's and the search's worker threads are not in it; ``benchmarks/load.py`` sets the
+    process's CPU beside it).
 
     Attributes:
-        seconds (dict[str, float]): the stages timed so far, in order
+        seconds (dict[str, float]): the stages timed so far, in order (wall time)
+        cpu (dict[str, float]): the same stages' CPU time in the run's thread
     """
 
     def __init__(self):
         self.seconds: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
         self._started = time.perf_counter()
+        self._started_cpu = time.thread_time()
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
         """Time a block as stage ``name`` (a block that raises is not recorded)."""
-        mark = time.perf_counter()
+        mark, mark_cpu = time.perf_counter(), time.thread_time()
         yield
         self.seconds[name] = time.perf_counter() - mark
+        self.cpu[name] = time.thread_time() - mark_cpu
 
     def total(self) -> dict[str, float]:
         """Record ``total`` (since creation) and return every stage's seconds."""
         self.seconds['total'] = time.perf_counter() - self._started
+        self.cpu['total'] = time.thread_time() - self._started_cpu
         return self.seconds
 
 
 def run_record(session: Any, result: 'RAGMessage', retrieved: list['Document'], decision: Optional['GuardDecision'],
                generation: Optional['Generation'], timings: dict[str, float], error: Optional[str] = None,
                note: Optional[str] = None, refused_by: Optional[str] = None, route: str = 'retrieval',
-               cache: Optional[dict] = None) -> dict[str, Any]:
+               cache: Optional[dict] = None, cpu: Optional[dict[str, float]] = None) -> dict[str, Any]:
     """The trace record of one RAG run (see :func:`format_record` for its fields).
 
     Args:
@@ -56,7 +63,7 @@ def run_record(session: Any, result: 'RAGMessage', retrieved: list['Document'], 
         retrieved (list[Document]): the chunks retrieved
         decision (GuardDecision): the guard's decision (None when it did not run)
         generation (Generation): the LLM's generation (None when it did not run)
-        timings (dict[str, float]): seconds per stage
+        timings (dict[str, float]): seconds per stage (wall time)
         error (str): what failed, if anything
         note (str): a note on the question (e.g. it was cut)
         refused_by (str): ``guard``, ``answerer``, ``llm`` or ``grounding`` (no sentence of the LLM's answer is what
@@ -66,6 +73,7 @@ def run_record(session: Any, result: 'RAGMessage', retrieved: list['Document'], 
         cache (dict): what the answer cache did (``status`` hit / miss / refused / skipped / unavailable, the nearest
             cached ``question`` and its ``similarity``, why it was ``refused``, whether the answer was ``stored``);
             None when the cache is off
+        cpu (dict[str, float]): CPU seconds per stage in the run's thread (:attr:`StageTimer.cpu`)
     """
     record = {
         'time': datetime.now(timezone.utc).isoformat(timespec='milliseconds'),
@@ -80,6 +88,7 @@ def run_record(session: Any, result: 'RAGMessage', retrieved: list['Document'], 
         'refusal_reason': ('no sentence of the retrieved fragments answers the question (support '
                            f'{generation.support:.2f})' if refused_by == 'answerer' and generation else None),
         'latency_ms': {stage: round(seconds * 1000, 1) for stage, seconds in timings.items()},
+        'cpu_ms': {stage: round(seconds * 1000, 2) for stage, seconds in (cpu or {}).items()},
         'answer': result.answer, 'confidence': result.confidence, 'sources': result.sources, 'route': route,
         'cached': bool(getattr(result, 'cached', False)), 'cache': cache,
     }

@@ -83,7 +83,8 @@ def test_trace_lines_are_json_with_the_retrieved_chunk_ids(make_rag, tmp_path):
     assert [c['chunk_id'] for c in first['retrieved']] == [d.metadata['chunk_id'] for d in answered.docs]
     assert first['query'] == 'What is the API rate limit?' and first['llm_name'] == 'extractive'
     assert first['guard']['abstain'] is False and first['guard']['threshold'] == rag.guard.threshold
-    assert {'history', 'retrieve', 'generate', 'total'} <= set(first['latency_ms'])
+    assert {'history', 'retrieve', 'guard', 'generate', 'total'} <= set(first['latency_ms'])
+    assert set(first['cpu_ms']) == set(first['latency_ms'])  # each stage's CPU beside its wall time
     assert lines[1]['guard']['abstain'] is True and lines[1]['generation'] is None
     from rag_plugin._trace import format_record
     assert 'retrieval: 4 chunk(s)' in format_record(first)

@@ -13,6 +13,19 @@ def test_stage_timer_records_stages_in_order_and_skips_a_stage_that_raised():
             raise RuntimeError('store down')
     seconds = timer.total()
     assert list(seconds) == ['history', 'total'] and seconds['total'] >= seconds['history'] >= 0
+    assert list(timer.cpu) == ['history', 'total'] and timer.cpu['total'] >= timer.cpu['history'] >= 0
+
+
+def test_stage_cpu_is_the_threads_own_not_time_spent_waiting():
+    import time
+    timer = StageTimer()
+    with timer.stage('wait'):
+        time.sleep(0.05)
+    with timer.stage('work'):
+        sum(i * i for i in range(300_000))
+    timer.total()
+    assert timer.seconds['wait'] >= 0.05 > timer.cpu['wait'] * 5
+    assert timer.cpu['work'] > 0.005
 
 
 def test_trace_escapes_control_characters_from_questions_and_answers(tmp_path):
