@@ -63,6 +63,14 @@ def passages(number: int, pieces: list[str]) -> list[Passage]:
     return out
 
 
+@lru_cache(maxsize=4096)  # the same chunks come back question after question
+def read_fragment(number: int, text: str) -> tuple[list[str], list[Passage]]:
+    """A fragment's sentences, list items and headings (the text itself when it has none) and its
+    :func:`passages` (never changed by their readers)."""
+    pieces = [piece for piece, _ in split_sentences(text)] or [text]
+    return pieces, passages(number, pieces)
+
+
 @lru_cache(maxsize=65536)
 def english_rarity(term: str) -> float:
     """A word's weight without a corpus: 1 for the commonest English words, up to 7 for words English never uses
@@ -82,9 +90,11 @@ class SupportScorer:
 
     def __init__(self, texts: list[str], idf: Optional[Callable[[str], float]] = None):
         self.texts: list[str] = texts
-        self._weight: Callable[[str], float] = idf or english_rarity
-        self._pieces: list[list[str]] = [[piece for piece, _ in split_sentences(text)] or [text] for text in texts]
-        self._passages: list[list[Passage]] = [passages(i + 1, pieces) for i, pieces in enumerate(self._pieces)]
+        self._idf: Callable[[str], float] = idf or english_rarity
+        self._weights: dict[str, float] = {}
+        read = [read_fragment(i + 1, text) for i, text in enumerate(texts)]
+        self._pieces: list[list[str]] = [pieces for pieces, _ in read]
+        self._passages: list[list[Passage]] = [fragment_passages for _, fragment_passages in read]
         self._vocabulary: list[frozenset] = [frozenset().union(*(p.vocabulary for p in ps)) for ps in self._passages]
         self._found: dict = {}
         self._best: dict = {}
@@ -106,21 +116,29 @@ class SupportScorer:
             self._found[key] = found(term, vocabulary)
         return self._found[key]
 
-    def _share(self, terms: list[str], vocabulary: frozenset, fragment: int) -> float:
-        total = sum(self._weight(t) for t in terms)
+    def _weight(self, term: str) -> float:
+        """A word's weight, looked up once per answer (a word is weighed against every passage of every fragment)."""
+        weight = self._weights.get(term)
+        if weight is None:
+            weight = self._weights[term] = self._idf(term)
+        return weight
+
+    def _share(self, weights: list[tuple[str, float]], total: float, vocabulary: frozenset, fragment: int) -> float:
+        """The share of the words' total weight that a passage uses (1 when they weigh nothing)."""
         if not total:
             return 1.0
-        return sum(self._weight(t) for t in terms if self._uses(t, vocabulary, fragment)) / total
+        return sum(w for t, w in weights if self._uses(t, vocabulary, fragment)) / total
 
     def best_passage(self, claim: Claim, fragment: int) -> tuple[Optional[Passage], float, bool]:
         """The fragment's passage that uses most of the sentence's words (its numbers in it first), its share, and
         whether the sentence that supplies most of those words agrees with the claim on "not"."""
         key = (id(claim), fragment)
         if key not in self._best:
-            terms = list(dict.fromkeys(claim.terms))
+            weights = [(t, self._weight(t)) for t in dict.fromkeys(claim.terms)]
+            total = sum(w for _, w in weights)
             best, best_rank, single, single_share = None, None, None, -1.0
             for passage in self._passages[fragment - 1]:
-                share = self._share(terms, passage.vocabulary, fragment)
+                share = self._share(weights, total, passage.vocabulary, fragment)
                 rank = (claim.numbers <= passage.numbers, share)
                 if best_rank is None or rank > best_rank:
                     best, best_rank = (passage, share), rank
@@ -159,4 +177,4 @@ class SupportScorer:
         return self._pieces[fragment - 1]
 
 
-__all__ = ['Passage', 'Support', 'SupportScorer', 'english_rarity', 'passages']
+__all__ = ['Passage', 'Support', 'SupportScorer', 'english_rarity', 'passages', 'read_fragment']
