@@ -17,21 +17,31 @@ wrong markers corrected right, corrections that were wrong, fillers kept, and th
 supported sentences removed and 5% wrong corrections; ties: the most cautious). ``--extractive`` runs the
 extractive answerer on the data/pdfs and Northwind question sets and checks its own answers (it quotes the
 fragments, so they should pass).
+
+``--stores pdfs,100k`` times the check where users meet it: ``RAG.run`` on a persisted store (data/pdfs, and a store
+of 100,000 chunks made as ``benchmarks/scale.py`` makes it, kept in ``--keep DIR`` for a later run), with the corpus
+IDF of the store's lexical index on disk, a generative (fake) chat model that rewrites the fragments it is given
+(``RewritingChatModel``: the check scores every sentence), first on fragments it has not seen (the meaning signal
+embeds their sentences), then the same questions again (their vectors remembered: the check's own cost), and the
+extractive answerer (its verbatim quotes are kept without scoring); the ``grounding`` stage of each run's trace, p50 /
+p95.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Optional
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO_ROOT, setup_env  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks._common import REPO_ROOT, setup_env  # noqa: E402
 
 setup_env()
 
@@ -255,6 +265,86 @@ def extractive(corpora: dict, check, limit: int = 0) -> dict:
     return out
 
 
+def rewriting_model():
+    """A LangChain chat model that answers from the fragments of the prompt as a generative model does: the first
+    sentence of fragment 1 with a few words dropped, the second sentence of fragment 2 as written, and one sentence
+    no fragment says, each with its marker (``[1]``, ``[2]``, ``[1]``)."""
+    import re
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+    from rag_plugin.augment import FRAGMENT_CLOSE, FRAGMENT_OPEN
+    from rag_plugin.text import split_sentences
+    block = re.compile(re.escape(FRAGMENT_OPEN) + r' \[(\d+)\][^\n]*\n(.*?)\n' + re.escape(FRAGMENT_CLOSE), re.S)
+
+    class RewritingChatModel(FakeListChatModel):
+        def _call(self, messages, stop=None, run_manager=None, **kwargs) -> str:
+            fragments = {int(n): text for n, text in block.findall('\n'.join(str(m.content) for m in messages))}
+            sentences = {n: [p for p, kind in split_sentences(text) if kind != 'heading'] for n, text in
+                         fragments.items()}
+            out = []
+            if sentences.get(1):
+                words = sentences[1][0].rstrip('.').split()
+                out.append(' '.join(w for i, w in enumerate(words) if i % 5 != 3) + ' [1].')
+            if len(sentences.get(2, [])) > 1:
+                out.append(sentences[2][1].rstrip('.') + ' [2].')
+            out.append('Support is also available by phone around the clock on weekends [1].')
+            return ' '.join(out)
+    return RewritingChatModel(responses=['-'])
+
+
+def store_of(name: str, keep: Optional[Path]) -> tuple[str, Optional[tempfile.TemporaryDirectory]]:
+    """A persisted store folder: data/pdfs ingested (``pdfs``), or 100,000 chunks replicated from the eval corpora's
+    as ``benchmarks/scale.py`` builds them (``100k``); kept in ``keep`` when given."""
+    holder = None if keep else tempfile.TemporaryDirectory(prefix='grounding_')
+    folder = (keep or Path(holder.name)) / name
+    if name == '100k':
+        from benchmarks.scale import SOURCES, build, replicas, source_chunks
+        texts, metadatas, vectors, _ = source_chunks(REPO_ROOT / '.cache' / 'eval', SOURCES)
+        record = folder.parent / f'{name}-built.json'
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        build('chroma', str(folder), replicas(texts, metadatas, vectors, 100_000, 0.01), 100_000, 2000, record)
+    return str(folder), holder
+
+
+def on_stores(names: list[str], keep: Optional[Path], limit: int = 0) -> dict:
+    """The ``grounding`` stage of ``RAG.run`` (its trace) on each persisted store, with the rewriting chat model
+    (every sentence scored; a first and a second round of the questions) and with the extractive answerer (verbatim
+    quotes): ms p50 / p95, and the runs. The store's first questions map its matrix: a round of ten goes first."""
+    from rag_plugin import RAG, ChatModelLLM, ExtractiveLLM, StandaloneBot, default_splitter, default_vector_store
+    from rag_plugin._trace import TraceWriter, read_trace
+    from rag_plugin.store import corpus_store
+    questions = [json.loads(line)['question'] for name in ('nimbus_qa.jsonl', 'northwind_user.jsonl')
+                 for line in (REPO_ROOT / 'data' / 'eval' / name).read_text(encoding='utf-8').splitlines()
+                 if line.strip()][:limit or None]
+    out = {}
+    for name in names:
+        folder, holder = store_of(name, keep)
+        try:
+            bot = StandaloneBot()
+            ChatModelLLM(bot, 'rewriting', rewriting_model())
+            ExtractiveLLM(bot)
+            rag = RAG(bot, default_vector_store(folder), default_splitter(), 'rewriting')
+            if name == 'pdfs':
+                rag.load_pdfs(str(CORPORA['pdfs']))
+            for question in questions[:10]:
+                rag.run(None, question, llm_name='extractive')
+            for llm_name, rounds in (('rewriting', ('first', 'again')), ('extractive', ('first',))):
+                for round_ in rounds:  # again: the fragments' sentence vectors are remembered from the first round
+                    with tempfile.TemporaryDirectory() as traces:
+                        rag.tracer = TraceWriter(str(Path(traces) / 'trace.jsonl'))
+                        for question in questions:
+                            rag.run(None, question, llm_name=llm_name)
+                        records = read_trace(rag.tracer.path, last=len(questions))
+                    ms = sorted(r['latency_ms']['grounding'] for r in records if 'grounding' in r['latency_ms'])
+                    out[f'{name}, {llm_name}, {round_}'] = {
+                        'runs': len(ms), 'p50': statistics.median(ms) if ms else None,
+                        'p95': ms[max(0, math.ceil(0.95 * len(ms)) - 1)] if ms else None,
+                        'chunks': corpus_store(rag.vector_store).count()}
+        finally:
+            if holder is not None:
+                holder.cleanup()
+    return out
+
+
 def table(rows: list[tuple]) -> str:
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     return '\n'.join('  '.join(str(v).ljust(w) for v, w in zip(r, widths)) for r in rows)
@@ -270,6 +360,9 @@ def main(argv=None) -> int:
     parser.add_argument('--extractive', action='store_true', help="check the extractive answerer's own answers")
     parser.add_argument('--embedding-model', default='minilm')
     parser.add_argument('--json', help='also write the numbers to this file')
+    parser.add_argument('--stores', help='also time the check in RAG.run on persisted stores: pdfs, 100k')
+    parser.add_argument('--keep', type=Path, help='keep the --stores stores in this folder (the 100k one is reused)')
+    parser.add_argument('--limit', type=int, default=0, help='--stores: at most this many questions')
     args = parser.parse_args(argv)
     items, idfs, missing = load(Path(args.set))
     for line in missing:
@@ -321,6 +414,14 @@ def main(argv=None) -> int:
             print(f"extractive answers, {corpus}: {c.get('pass_%', float('nan')):.1f}% of {c.get('claims', 0)} "
                   f"claims pass ({c.get('answers', 0)} answers; {c.get('unsupported', 0)} unsupported, "
                   f"{c.get('corrected', 0)} re-cited)")
+    if args.stores:
+        report['stores'] = on_stores(args.stores.split(','), args.keep, args.limit)
+        load_average = ' / '.join(f'{x:.2f}' for x in os.getloadavg())
+        print(f'\nthe check in RAG.run on persisted stores ({time.strftime("%Y-%m-%d")}, load average '
+              f'{load_average} at the end):')
+        print(table([('store, answerer', 'chunks', 'answers checked', 'grounding p50 ms', 'p95 ms')] + [
+            (key, v['chunks'], v['runs'], 'n/a' if v['p50'] is None else f"{v['p50']:.2f}",
+             'n/a' if v['p95'] is None else f"{v['p95']:.2f}") for key, v in report['stores'].items()]))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2, default=str), encoding='utf-8')
     return 0
