@@ -140,17 +140,14 @@ class ChromaStore:
 
         Args:
             ids (Sequence[str]): the chunk ids
-            cached (bool): take the chunks the BM25 index holds in memory (as of its last :meth:`refresh`) and read
-                only the others, which it then keeps (the retriever, right after a refresh)
+            cached (bool): take the chunks the BM25 index keeps in memory, read (and keep) the others (the retriever)
         """
         if cached and self._lexical is not None:
             docs = self._lexical.documents(list(ids))
-            unknown = [i for i in ids if i not in docs]
-            if not unknown:
-                return docs
-            read = self.get(unknown)
-            self._lexical.keep(read)
-            return {**docs, **read}
+            if unknown := [i for i in ids if i not in docs]:
+                self._lexical.keep(read := self.get(unknown))
+                docs = {**docs, **read}
+            return docs
         if not ids:
             return {}
         got = self._collection.get(ids=list(ids), include=['documents', 'metadatas'])
