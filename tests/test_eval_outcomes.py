@@ -99,16 +99,25 @@ def test_outcome_matrix_and_gold_rates_per_set_half_and_language(make_rag, tmp_p
     table = _table(format_answer_table([result]), 'outcomes (hybrid-convex)')
     assert table[''] == ['target', 'tiny', 'tiny [calibration]', 'tiny [validation]', 'tiny [en]', 'tiny [es]']
     assert table['answerable / unanswerable'][1:3] == ['5 / 3', '2 / 1']
-    assert table['answerable → answer'][:3] == ['≥ 90% (user-style: ≥ baseline - 5 points)', '2 (40.0%) ✗',
-                                                '1 (50.0%) ✗']
+    assert table['answerable → answer'][:3] == ['', '2 (40.0%)', '1 (50.0%)']  # an answer rate is no target
     assert table['answerable → closest'][1] == '2 (40.0%)'
     assert table['answerable → not_found'][:3] == ['≤ 5%', '1 (20.0%) ✗', '0 (0.0%) ✓']
-    assert table['unanswerable → answer'][:3] == ['≤ 10%', '1 (33.3%) ✗', '0 (0.0%) ✓']
+    assert table['unanswerable → answer'][:3] == ['≤ 10% (misleading)', '1 (33.3%) ✗', '0 (0.0%) ✓']
     assert table['unanswerable → not_found'][1] == '1 (33.3%)'
-    assert table['answer: a cited fragment on a gold page (±1)'][:3] == ['≥ 85%', '1/2 (50.0%) ✗', '1/1 (100.0%) ✓']
+    # useful: a1 and c1 show a gold page (as the answer, among the closest passages); a2, c2 and n1 do not
+    assert table['useful: the reply shows a gold-page passage (±1)'][:3] == ['no drop > 2 points', '2/5 (40.0%)',
+                                                                            '2/2 (100.0%)']
+    # answer precision: of the answers a1, a2 and u2 (unanswerable), only a1 cites a gold page
+    assert table['answer precision: answers citing a gold page (±1)'][:3] == ['≥ 90%', '1/3 (33.3%) ✗',
+                                                                             '1/1 (100.0%) ✓']
+    assert table['answerable → answer: a cited fragment on a gold page (±1)'][1:3] == ['1/2 (50.0%)', '1/1 (100.0%)']
+    # cost: a1 0, c1 1 (closest with its gold page), a2 5, c2 3, n1 3, u1 0, u2 5 (misleading), u3 0
+    assert table['cost per question (misleading 5, closest 1, missed 3)'][:3] == ['lowest', '2.12', '0.33']
+    assert (tiny.useful, tiny.misleading, tiny.cost) == (0.4, pytest.approx(1 / 3), 2.125)
+    assert by_id['c1']['cost'] == 1.0 and by_id['u2']['cost'] == 5.0 and by_id['n1']['cost'] == 3.0
     assert table['closest: a shown passage on a gold page (±1)'][:3] == ['≥ 60%', '1/2 (50.0%) ✗', '1/1 (100.0%) ✓']
     assert table['retrieval page hit@4'][:3] == ['no drop > 2 points', '40.0%', '100.0%']
-    assert table['targets met'][1:3] == ['0/5 ✗', '4/5 ✗']
+    assert table['targets met'][1:3] == ['0/4 ✗', '4/4 ✓']
 
 
 def test_cli_prints_the_outcomes_and_compares_with_an_earlier_run(tmp_path, monkeypatch, capsys):
@@ -136,14 +145,14 @@ def test_cli_prints_the_outcomes_and_compares_with_an_earlier_run(tmp_path, monk
     saved = json.loads((tmp_path / 'before.json').read_text(encoding='utf-8'))
     [user] = [s for s in saved['answers'][0]['sets'] if s['name'] == 'user']
     assert user['answerable'] == {'answer': 2, 'closest': 2, 'not_found': 1} and user['page_hit4'] == 0.4
-    user['answerable'] = {'answer': 2, 'closest': 3}  # the earlier run: 40% answered, 0% not found
+    user['answerable'] = {'answer': 2, 'closest': 3}  # the earlier run: 40% answered, 0% not found, as useful
     user['page_hit4'] = 0.5
     saved['answers'][0]['sets'] = [s for s in saved['answers'][0]['sets'] if s['name'] != 'user [calibration]']
     (tmp_path / 'before.json').write_text(json.dumps(saved), encoding='utf-8')
     assert main([*command, '--compare', str(tmp_path / 'before.json')]) == 0
     second = capsys.readouterr().out
     table = _table(second, 'outcomes (hybrid-convex)')
-    assert table['answerable → answer'][1] == '2 (40.0%) ✓'  # 40% -> 40%: within 5 points
+    assert table['useful: the reply shows a gold-page passage (±1)'][1] == '2/5 (40.0%) ✓'  # within 2 points
     assert table['retrieval page hit@4'][1] == '40.0% ✗'  # 50% -> 40%: more than 2 points lost
     assert table['targets met'][1] == '1/6 ✗'
     change = _table(second, f'change vs {tmp_path / "before.json"} (hybrid-convex)')

@@ -32,7 +32,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         from rag_plugin.evaluation import format_answer_table, run_answer_evaluation
         rows: Optional[list] = [] if args.per_question else None
         answers = run_answer_evaluation(args.pdfs, args.qa, configs, args.cache, progress=False, per_question=rows,
-                                        backend=args.backend)
+                                        backend=args.backend, misleading_cost=args.misleading_cost)
         print()
         print(format_answer_table(answers, baseline, args.compare))
         if args.per_question:

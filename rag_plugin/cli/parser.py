@@ -7,6 +7,7 @@ import argparse
 from rag_plugin.cli.answer_commands import cmd_answer, cmd_ask, cmd_retrieve, cmd_serve
 from rag_plugin.cli.common import COUNT, SECONDS, THRESHOLD, counts, number
 from rag_plugin.cli.measure_commands import cmd_calibrate, cmd_eval
+from rag_plugin._mistake_costs import MISLEADING_COST
 from rag_plugin.cli.store_commands import cmd_cache, cmd_ingest, cmd_setup_nltk, cmd_stats, cmd_trace
 
 DESCRIPTION = ('Command line: python -m rag_plugin ingest|ask|retrieve|answer|serve|stats|trace|cache|setup-nltk on '
@@ -153,8 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
         'calibrate', help="choose the embedding model's thresholds on your own labelled questions",
         description='Run labelled questions (answerable ones with their pages, unanswerable ones) through the RAG on '
                     'the store with the checks open, replay every combination of thresholds, and choose '
-                    'relevance_threshold, coverage_below, word_similarity and min_support; print the table they were '
-                    'chosen from and the [rag] settings (written to a config.ini with --write).'))
+                    'relevance_threshold, coverage_below, word_similarity and min_support by the expected cost of the '
+                    'mistakes; print the table they were chosen from and the [rag] settings (written to a config.ini '
+                    'with --write).'))
     p.add_argument('--qa', required=True, action='append', help='a QA .jsonl file (repeatable)')
     p.add_argument('--pdfs', help='ingest this folder into the store first (idempotent)')
     p.add_argument('--words', help='word pairs .jsonl ({"a", "b", "same"}): word_similarity is chosen from them')
@@ -164,6 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--save', metavar='OBS.jsonl', help='save the observations (to choose again with --load)')
     p.add_argument('--load', metavar='OBS.jsonl', action='append',
                    help='choose from saved observations instead of running (repeatable: pooled)')
+    p.add_argument('--misleading-cost', type=float, default=MISLEADING_COST, metavar='W',
+                   help='what an answer that does not answer costs, beside 1 for the closest passages with a gold page '
+                        'and 3 for a reply without one: the thresholds minimise the mean (default: %(default)s)')
     p.add_argument('--json', action='store_true', help='print the choice as JSON')
     p.set_defaults(func=cmd_calibrate)
 
@@ -193,6 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--per-question', metavar='OUT.jsonl',
                    help='with --answers: write one line per question (set, outcome, reason, retrieved, answer, '
                         'passages shown)')
+    p.add_argument('--misleading-cost', type=float, default=MISLEADING_COST, metavar='W',
+                   help='with --answers: what an answer that does not answer costs, beside 1 for the closest passages '
+                        'with a gold page and 3 for a reply without one (default: %(default)s)')
     p.add_argument('--compare', metavar='FILE',
                    help='with --answers: print the change per set against an earlier run saved with --json-out, '
                         'and check the targets relative to it')

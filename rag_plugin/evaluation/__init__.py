@@ -26,10 +26,11 @@ from typing import Optional
 from rag_plugin.defaults import default_embeddings, default_splitter
 from rag_plugin.embeddings import model_id
 from rag_plugin.embeddings.calibration import calibration_for
-from rag_plugin.evaluation.answers import (EVIDENCE_RECALL, MAX_ANSWERED_DROP, MAX_NOT_FOUND, MAX_PAGE_HIT_DROP,
-                                           MAX_WRONG_ANSWER, MIN_ANSWER_ON_GOLD, MIN_ANSWERED, MIN_CLOSEST_ON_GOLD,
-                                           OUTCOMES, AnswerResult, SetReport, evaluate_answers, message_outcome,
-                                           set_groups, set_report, target_checks, token_recall)
+from rag_plugin.evaluation.answers import (EVIDENCE_RECALL, MAX_NOT_FOUND, MAX_PAGE_HIT_DROP, MAX_USEFUL_DROP,
+                                           MAX_WRONG_ANSWER, MIN_ANSWER_PRECISION, MIN_CLOSEST_ON_GOLD, OUTCOMES,
+                                           AnswerResult, SetReport, evaluate_answers, message_outcome, set_groups,
+                                           set_report, target_checks, token_recall)
+from rag_plugin._mistake_costs import MISLEADING_COST, mistake_cost
 from rag_plugin.evaluation.questions import QAItem, first_rank, gold_page_rank, load_qa, on_gold
 from rag_plugin.evaluation.retrieval import (DEFAULT_CONFIGS, ConfigResult, Retrieve, evaluate_retriever,
                                              format_table, make_retriever, percentile, plot, results_to_dict,
@@ -47,12 +48,12 @@ from rag_plugin.standalone import StandaloneBot
 from rag_plugin.store import corpus_store
 
 __all__ = ['AnswerResult', 'BACKENDS', 'BaselineUnavailable', 'ConfigResult', 'DEFAULT_CONFIGS', 'EVIDENCE_RECALL',
-           'MAX_ANSWERED_DROP', 'MAX_NOT_FOUND', 'MAX_PAGE_HIT_DROP', 'MAX_WRONG_ANSWER', 'MIN_ANSWERED',
-           'MIN_ANSWER_ON_GOLD', 'MIN_CLOSEST_ON_GOLD', 'OUTCOMES', 'QAItem', 'RAG', 'Retrieve', 'SetReport',
+           'MAX_NOT_FOUND', 'MAX_PAGE_HIT_DROP', 'MAX_USEFUL_DROP', 'MAX_WRONG_ANSWER', 'MIN_ANSWER_PRECISION',
+           'MIN_CLOSEST_ON_GOLD', 'MISLEADING_COST', 'OUTCOMES', 'QAItem', 'RAG', 'Retrieve', 'SetReport',
            'backend_store', 'baseline_names', 'baseline_retrievers', 'bbf_retrieve', 'bbf_store', 'compare_specific',
            'eval_database_url', 'evaluate_answers', 'evaluate_retriever', 'first_rank', 'format_answer_table',
            'format_change_table', 'format_outcome_table', 'format_table', 'gold_page_rank', 'load_baseline', 'load_qa',
-           'make_retriever', 'message_outcome', 'on_gold', 'ours_store', 'percentile', 'plot', 'postgres_copy',
+           'make_retriever', 'message_outcome', 'mistake_cost', 'on_gold', 'ours_store', 'percentile', 'plot', 'postgres_copy',
            'results_to_dict', 'run_answer_evaluation', 'run_evaluation', 'set_groups', 'set_report',
            'suggest_threshold', 'target_checks', 'threshold_sweep', 'token_recall']
 
@@ -113,7 +114,8 @@ def run_evaluation(pdfs: str, qa_files: list[str], ks: tuple[int, ...] = (1, 4, 
 def run_answer_evaluation(pdfs: str, qa_files: list[str], configs: tuple[str, ...] = ('hybrid-convex',),
                           cache_dir: str = '.cache/eval', progress: bool = True,
                           per_question: Optional[list] = None, backend: str = 'chroma',
-                          database_url: Optional[str] = None) -> list[AnswerResult]:
+                          database_url: Optional[str] = None, misleading_cost: float = MISLEADING_COST
+                          ) -> list[AnswerResult]:
     """Evaluate the whole ``RAG.run`` path (default RAG, extractive answerer) for each retriever configuration.
 
     Args:
@@ -125,6 +127,7 @@ def run_answer_evaluation(pdfs: str, qa_files: list[str], configs: tuple[str, ..
         per_question (list): when given, receives one dict per question and configuration
         backend (str): ``chroma`` or ``postgres`` (see :func:`run_evaluation`)
         database_url (str): the PostgreSQL server for ``postgres``
+        misleading_cost (float): the cost of an answer that does not answer (:func:`mistake_cost`)
     """
     items = [item for path in qa_files for item in load_qa(path)]
     store = backend_store(Path(pdfs), Path(cache_dir), default_embeddings(), progress, backend, database_url)
@@ -137,7 +140,7 @@ def run_answer_evaluation(pdfs: str, qa_files: list[str], configs: tuple[str, ..
             rag.retriever = make_retriever(name, store).__self__
         rag.run(message='warm-up')
         rows: list = []
-        results.append(evaluate_answers(name, rag, items, rows))
+        results.append(evaluate_answers(name, rag, items, rows, misleading_cost))
         if per_question is not None:
             per_question.extend({'config': name, **row} for row in rows)
     return results

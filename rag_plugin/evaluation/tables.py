@@ -7,9 +7,10 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Optional
 
-from rag_plugin.evaluation.answers import (EVIDENCE_RECALL, MAX_ANSWERED_DROP, MAX_NOT_FOUND, MAX_PAGE_HIT_DROP,
-                                           MAX_WRONG_ANSWER, MIN_ANSWER_ON_GOLD, MIN_ANSWERED, MIN_CLOSEST_ON_GOLD,
-                                           OUTCOMES, AnswerResult, SetReport, target_checks)
+from rag_plugin.evaluation.answers import (EVIDENCE_RECALL, MAX_NOT_FOUND, MAX_PAGE_HIT_DROP, MAX_USEFUL_DROP,
+                                           MAX_WRONG_ANSWER, MIN_ANSWER_PRECISION, MIN_CLOSEST_ON_GOLD, OUTCOMES,
+                                           AnswerResult, SetReport, target_checks)
+from rag_plugin._mistake_costs import CLOSEST_COST, MISSED_COST
 
 
 def _markdown(rows: list[tuple]) -> list[str]:
@@ -24,10 +25,8 @@ def _points(share: float) -> str:
     return f'{100 * share:.0f}'
 
 
-_MATRIX_TARGETS = {(True, 'answer'): ('answered', f'≥ {_points(MIN_ANSWERED)}% (user-style: ≥ baseline - '
-                                                  f'{_points(MAX_ANSWERED_DROP)} points)'),
-                   (True, 'not_found'): ('not_found', f'≤ {_points(MAX_NOT_FOUND)}%'),
-                   (False, 'answer'): ('wrong_answer', f'≤ {_points(MAX_WRONG_ANSWER)}%')}
+_MATRIX_TARGETS = {(True, 'not_found'): ('not_found', f'≤ {_points(MAX_NOT_FOUND)}%'),
+                   (False, 'answer'): ('misleading', f'≤ {_points(MAX_WRONG_ANSWER)}% (misleading)')}
 
 
 def _matrix(reports: list[SetReport]) -> list[tuple[bool, str, str]]:
@@ -68,14 +67,20 @@ def format_outcome_table(result: AnswerResult, baseline: Optional[dict] = None) 
         key, target = _MATRIX_TARGETS.get((answerable, outcome), (None, ''))
         cells = [count(r, answerable, outcome) for r in reports]
         rows.append((label, target, *(marked(cells, key) if key else cells)))
-    rows.append(('answer: a cited fragment on a gold page (±1)', f'≥ {_points(MIN_ANSWER_ON_GOLD)}%',
-                 *marked([rate(r.answer_on_gold, r.answerable.get('answer', 0)) for r in reports], 'answer_on_gold')))
+    rows.append(('useful: the reply shows a gold-page passage (±1)', f'no drop > {_points(MAX_USEFUL_DROP)} points',
+                 *marked([rate(r.useful, r.n_answerable) for r in reports], 'useful')))
+    rows.append(('answer precision: answers citing a gold page (±1)', f'≥ {_points(MIN_ANSWER_PRECISION)}%',
+                 *marked([rate(r.answer_precision, r.answerable.get('answer', 0) + r.unanswerable.get('answer', 0)) for r in reports], 'answer_precision')))
+    rows.append(('answerable → answer: a cited fragment on a gold page (±1)', '',
+                 *[rate(r.answer_on_gold, r.answerable.get('answer', 0)) for r in reports]))
     rows.append(('closest: a shown passage on a gold page (±1)', f'≥ {_points(MIN_CLOSEST_ON_GOLD)}%',
                  *marked([rate(r.closest_on_gold, r.answerable.get('closest', 0)) for r in reports],
                          'closest_on_gold')))
     rows.append(('retrieval page hit@4', f'no drop > {_points(MAX_PAGE_HIT_DROP)} points',
                  *marked(['-' if r.page_hit4 is None else f'{100 * r.page_hit4:.1f}%' for r in reports],
                          'page_hit4')))
+    rows.append((f'cost per question (misleading {result.misleading_cost:g}, closest {CLOSEST_COST:g}, missed {MISSED_COST:g})', 'lowest',
+                 *['-' if r.cost is None else f'{r.cost:.2f}' for r in reports]))
     met = [[v for v in check.values() if v is not None] for check in checks]
     rows.append(('targets met', '', *[f'{sum(m)}/{len(m)} {"✓" if all(m) else "✗"}' if m else '-' for m in met]))
     return '\n'.join(_markdown(rows))
@@ -99,7 +104,9 @@ def format_change_table(result: AnswerResult, baseline: dict, label: str = 'base
 
     measures = [(name, lambda r, a=answerable, o=outcome: r.share(a, o))
                 for answerable, outcome, name in _matrix(result.sets)]
-    measures += [('answer: a cited fragment on a gold page (±1)', lambda r: r.answer_on_gold),
+    measures += [('useful: the reply shows a gold-page passage (±1)', lambda r: r.useful),
+                 ('answer precision: answers citing a gold page (±1)', lambda r: r.answer_precision),
+                 ('answerable → answer: a cited fragment on a gold page (±1)', lambda r: r.answer_on_gold),
                  ('closest: a shown passage on a gold page (±1)', lambda r: r.closest_on_gold),
                  ('retrieval page hit@4', lambda r: r.page_hit4)]
     rows = [(f'change vs {label} ({result.name})', *[r.name for r, _ in pairs])]
