@@ -84,9 +84,11 @@ def run_record(session: Any, result: 'RAGMessage', retrieved: list['Document'], 
                        'source': d.metadata.get('source'), 'page': d.metadata.get('page')} for d in retrieved],
         'guard': vars(decision) if decision else None,
         'generation': ({'attempts': generation.attempts, 'degraded': generation.degraded,
-                        'error': generation.error, 'support': generation.support} if generation else None),
-        'refusal_reason': ('no sentence of the retrieved fragments answers the question (support '
-                           f'{generation.support:.2f})' if refused_by == 'answerer' and generation else None),
+                        'error': generation.error, 'support': generation.support,
+                        'not_an_answer': generation.not_an_answer} if generation else None),
+        'refusal_reason': ((generation.not_an_answer if generation.answer == '' and generation.not_an_answer else
+                            'no sentence of the retrieved fragments answers the question (support '
+                            f'{generation.support:.2f})') if refused_by == 'answerer' and generation else None),
         'latency_ms': {stage: round(seconds * 1000, 1) for stage, seconds in timings.items()},
         'cpu_ms': {stage: round(seconds * 1000, 2) for stage, seconds in (cpu or {}).items()},
         'answer': result.answer, 'confidence': result.confidence, 'sources': result.sources, 'route': route,

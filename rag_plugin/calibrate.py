@@ -9,11 +9,13 @@ observations (:func:`outcome`), and one is chosen (:func:`choose`):
 1. ``relevance_threshold``: the highest that sends at most :data:`MAX_ANSWERABLE_NOT_FOUND` of the answerable
    questions to "not found" (the similarity check's one job is the clearly off-topic question; the middle of a run of
    values that catch the same questions);
-2. ``coverage_below``, ``min_support`` (and ``word_similarity`` when no word pairs are given): among the combinations
-   that keep at least :data:`KEEP_RIGHT` of the most right answers any combination gives, the fewest wrong ones (an
-   answer citing no gold page, or an answer to an unanswerable question); among those, the most cautious (the
-   highest least support, then coverage limit): what the questions cannot tell apart goes to caution, since an unsure
-   question costs little (it gets its closest passages).
+2. ``coverage_below``, ``min_support`` (and ``word_similarity`` when no word pairs are given): the combination with
+   the lowest expected cost of its mistakes (:mod:`rag_plugin._mistake_costs`): an answer that does not answer (one
+   citing no gold page, or one to an unanswerable question) costs ``misleading`` (5), an answerable question shown as
+   the closest passages with a gold page 1, one whose reply shows no gold page 3. Among equal costs, the most cautious
+   (the highest least support, then coverage limit): what the questions cannot tell apart goes to caution. The
+   answerer's answer checks (:mod:`rag_plugin.generate.answer_checks`) are replayed too: the table shows what each
+   combination costs with them and without.
 3. ``word_similarity`` from word pairs (``--words``), when given: the lowest value at which at most
    :data:`MAX_FALSE_WORD_MATCHES` of the pairs of different words match (questions rarely tell it apart).
 
@@ -29,19 +31,17 @@ from typing import Iterable, Optional, Sequence
 import numpy as np
 
 from rag_plugin.embeddings.calibration import Calibration
+from rag_plugin._mistake_costs import MISLEADING_COST, mistake_cost
 
 MAX_ANSWERABLE_NOT_FOUND = 0.05
 """float: the share of answerable questions the similarity check may send to "not found"."""
-
-KEEP_RIGHT = 0.95
-"""float: the share of the most right answers a chosen combination keeps."""
 
 MAX_FALSE_WORD_MATCHES = 0.02
 """float: the share of pairs of different words that may count as the same word."""
 
 RELEVANCE_GRID = tuple(np.round(np.arange(0.05, 0.45, 0.05), 2))
 COVERAGE_GRID = tuple(np.round(np.arange(0.3, 0.75, 0.05), 2))
-SUPPORT_GRID = tuple(np.round(np.arange(0.10, 0.42, 0.02), 2))
+SUPPORT_GRID = tuple(np.round(np.arange(0.10, 0.72, 0.02), 2))
 WORD_GRID = (0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 1.01)
 """The grids, on MiniLM's scale (a cosine of 0 for unrelated texts); ``word_similarity`` 1.01: only the same word."""
 
@@ -73,6 +73,8 @@ class Observation:
         vocabulary (bool): the vocabulary check says the documents never use its key words
         support (float): the answerer's support
         right (bool): the answer cites a gold page (+-1)
+        answers (bool): the answerer's checks found that the sentences it quotes answer the question asked
+        closest_gold (bool): the closest passages, were they shown, include a gold page (+-1)
     """
     id: str
     answerable: bool
@@ -83,6 +85,8 @@ class Observation:
     vocabulary: bool
     support: float
     right: bool
+    answers: bool = True
+    closest_gold: bool = False
 
 
 @dataclass
@@ -91,7 +95,8 @@ class Choice:
 
     Attributes:
         relevance_threshold (float), coverage_below (float), word_similarity (float), min_support (float): chosen
-        counts (dict): the outcomes of the chosen combination on the questions it was chosen on
+        counts (dict): the outcomes of the chosen combination on the questions it was chosen on, with its ``cost``
+            (mean per question)
         table (list[dict]): the best combinations considered, with their counts
         n_questions (int): questions it was chosen on
     """
@@ -102,27 +107,33 @@ class Choice:
     counts: dict = field(default_factory=dict)
     table: list = field(default_factory=list)
     n_questions: int = 0
+    misleading: float = MISLEADING_COST
 
 
 def outcome(o: Observation, relevance: float, coverage_below: float, min_support: float,
-            min_coverage: float = 0.5) -> str:
+            min_coverage: float = 0.5, checks: bool = True) -> str:
     """``not_found``, ``closest``, ``right`` or ``wrong`` (an answer not citing a gold page, or to an unanswerable
-    question) under these thresholds, as :meth:`RAG.run` would end."""
+    question) under these thresholds (``checks``: with the answerer's answer checks), as :meth:`RAG.run` would
+    end."""
     if o.best is None or o.best < relevance:
         return 'not_found'
     if o.vocabulary or (o.coverage is not None and o.coverage < min_coverage and o.best < coverage_below):
         return 'closest'
-    if o.support < min_support:
+    if o.support < min_support or checks and not o.answers:
         return 'closest'
     return 'right' if o.answerable and o.right else 'wrong'
 
 
-def _counts(observations: Sequence[Observation], relevance: float, coverage_below: float, min_support: float
-            ) -> dict:
+def _counts(observations: Sequence[Observation], relevance: float, coverage_below: float, min_support: float,
+            checks: bool = True, misleading: float = MISLEADING_COST) -> dict:
     counts = {'right': 0, 'wrong': 0, 'answerable_closest': 0, 'answerable_not_found': 0,
               'unanswerable_answered': 0, 'unanswerable_closest': 0, 'unanswerable_not_found': 0}
+    cost = 0.0
     for o in observations:
-        ended = outcome(o, relevance, coverage_below, min_support)
+        ended = outcome(o, relevance, coverage_below, min_support, checks=checks)
+        answered = ended in ('right', 'wrong')
+        cost += mistake_cost(o.answerable, 'answer' if answered else ended,
+                             ended == 'right' or ended == 'closest' and o.closest_gold, misleading)
         if o.answerable:
             key = {'right': 'right', 'wrong': 'wrong'}.get(ended, f'answerable_{ended}')
         else:
@@ -130,6 +141,7 @@ def _counts(observations: Sequence[Observation], relevance: float, coverage_belo
             if ended in ('right', 'wrong'):
                 counts['wrong'] += 1
         counts[key] += 1
+    counts['cost'] = round(cost / len(observations), 3) if observations else 0.0
     return counts
 
 
@@ -152,14 +164,15 @@ def word_threshold(pairs: Iterable[tuple[float, bool]], grid: Sequence[float]) -
     return grid[-1]
 
 
-def choose(observations: Sequence[Observation], scale: Scale = Scale(), word_similarity: Optional[float] = None
-           ) -> Choice:
+def choose(observations: Sequence[Observation], scale: Scale = Scale(), word_similarity: Optional[float] = None,
+           misleading: float = MISLEADING_COST) -> Choice:
     """Choose the thresholds (see the module's rules) on ``observations``.
 
     Args:
         observations: the questions' observations, at one or more word-similarity values
         scale (Scale): the model's scale (the grids are moved to it)
         word_similarity (float): a value chosen from word pairs (None: chosen with the questions)
+        misleading (float): what an answer that does not answer costs (:mod:`rag_plugin._mistake_costs`)
     """
     words = sorted({o.word_similarity for o in observations})
     if word_similarity is not None:
@@ -179,24 +192,27 @@ def choose(observations: Sequence[Observation], scale: Scale = Scale(), word_sim
     for w in words:
         for below in map(scale, COVERAGE_GRID):
             for least in SUPPORT_GRID:
-                counts = _counts(by_word[w], relevance, below, least)
-                rows.append({'word_similarity': w, 'coverage_below': below, 'min_support': float(least), **counts})
-    most_right = max(r['right'] for r in rows)
-    kept = [r for r in rows if r['right'] >= KEEP_RIGHT * most_right]
-    fewest = min(r['wrong'] for r in kept)
-    tied = [r for r in kept if r['wrong'] == fewest]
+                for checks in (True, False):
+                    counts = _counts(by_word[w], relevance, below, least, checks, misleading)
+                    rows.append({'word_similarity': w, 'coverage_below': below, 'min_support': float(least),
+                                 'checks': checks, **counts})
+    lowest = min(r['cost'] for r in rows if r['checks'])
+    tied = [r for r in rows if r['checks'] and r['cost'] <= lowest + 1e-9]
     # what the questions cannot tell apart goes to caution: an unsure question costs little (its closest passages)
     best = max(tied, key=lambda r: (r['min_support'], r['coverage_below'], r['word_similarity']))
-    table = sorted(kept, key=lambda r: (r['wrong'], -r['right']))[:12]
-    counts = {k: v for k, v in best.items() if k not in ('word_similarity', 'coverage_below', 'min_support')}
+    table = sorted(rows, key=lambda r: (r['cost'], -r['min_support'], not r['checks']))[:12]
+    if best not in table:
+        table.append(best)
+    counts = {k: v for k, v in best.items() if k not in ('word_similarity', 'coverage_below', 'min_support', 'checks')}
     return Choice(relevance, best['coverage_below'], best['word_similarity'], best['min_support'], counts, table,
-                  len(reference))
+                  len(reference), misleading)
 
 
 def evaluate(observations: Sequence[Observation], choice: Choice) -> dict:
     """The outcomes of a choice on other observations (the validation half)."""
     chosen = [o for o in observations if o.word_similarity == choice.word_similarity] or list(observations)
-    return _counts(chosen, choice.relevance_threshold, choice.coverage_below, choice.min_support)
+    return _counts(chosen, choice.relevance_threshold, choice.coverage_below, choice.min_support,
+                   misleading=choice.misleading)
 
 
 def observe(rag, items, words: Sequence[float], progress: bool = False) -> list[Observation]:
@@ -215,6 +231,8 @@ def observe(rag, items, words: Sequence[float], progress: bool = False) -> list[
     from rag_plugin._trace import TraceWriter, read_trace
     from rag_plugin.text import language
     guard, calibration = rag.guard, rag.calibration
+    answerer = getattr(rag._check_llm(rag.llm_name), 'answerer', None)  # the extractive answerer, checks open
+    checking = getattr(answerer, 'check_answers', False)
     saved = (guard.threshold, guard.coverage_below, guard.max_unknown, guard.word_similarity, rag.tracer,
              rag.embeddings.calibration if rag.embeddings is not None else None)
     max_unknown, languages = guard.max_unknown, guard.vocabulary_languages
@@ -224,6 +242,8 @@ def observe(rag, items, words: Sequence[float], progress: bool = False) -> list[
         guard.threshold, guard.coverage_below, guard.max_unknown = -1.0, -1.0, 1.01
         if rag.embeddings is not None:
             rag.embeddings.calibration = _open(calibration)
+        if answerer is not None:
+            answerer.check_answers = False
         try:
             for w in words:
                 guard.word_similarity = w
@@ -237,9 +257,13 @@ def observe(rag, items, words: Sequence[float], progress: bool = False) -> list[
                         and language(item.question) in languages
                     right = message.outcome == 'answer' and any(
                         on_gold(message.docs[n - 1].metadata, item) for n in message.cited if n <= len(message.docs))
+                    shown = rag.closest_answerer.closest(item.question, message.docs, rag.embeddings, message.query) \
+                        if item.answerable and message.docs else []
                     observations.append(Observation(
                         item.id, item.answerable, item.half or half_of(item.id), w, decision.get('best_score'),
-                        decision.get('coverage'), vocabulary, float(generation.get('support') or 0.0), bool(right)))
+                        decision.get('coverage'), vocabulary, float(generation.get('support') or 0.0), bool(right),
+                        not generation.get('not_an_answer'),
+                        any(on_gold(message.docs[p.fragment - 1].metadata, item) for p in shown)))
                     if progress:
                         print('.', end='', flush=True)
         finally:
@@ -247,6 +271,8 @@ def observe(rag, items, words: Sequence[float], progress: bool = False) -> list[
              restored) = saved
             if rag.embeddings is not None:
                 rag.embeddings.calibration = restored
+            if answerer is not None:
+                answerer.check_answers = checking
     if progress:
         print()
     return observations
@@ -300,16 +326,17 @@ def settings_text(choice: Choice, model: str) -> str:
 
 def format_choice(choice: Choice, validation: Optional[dict] = None) -> str:
     """The chosen thresholds, the table they were chosen from, and their outcomes on the validation half."""
-    keys = ('right', 'wrong', 'answerable_closest', 'answerable_not_found', 'unanswerable_answered',
+    keys = ('cost', 'right', 'wrong', 'answerable_closest', 'answerable_not_found', 'unanswerable_answered',
             'unanswerable_closest', 'unanswerable_not_found')
-    head = ['word_similarity', 'coverage_below', 'min_support', *keys]
+    head = ['word_similarity', 'coverage_below', 'min_support', 'checks', *keys]
     lines = [f'relevance_threshold {choice.relevance_threshold} (at most {MAX_ANSWERABLE_NOT_FOUND:.0%} of the '
              f'answerable questions not found)', '',
-             f'Combinations keeping >= {KEEP_RIGHT:.0%} of the most right answers, fewest wrong first:', '',
+             f'The combinations of lowest cost per question (an answer that does not answer {choice.misleading:g}, '
+             f'closest with a gold page 1, a reply without one 3), with the answer checks and without:', '',
              '| ' + ' | '.join(head) + ' |', '|' + ' --- |' * len(head)]
     for row in choice.table:
-        mark = ' (chosen)' if (row['word_similarity'], row['coverage_below'], row['min_support']) == (
-            choice.word_similarity, choice.coverage_below, choice.min_support) else ''
+        mark = ' (chosen)' if (row['word_similarity'], row['coverage_below'], row['min_support'], row['checks']) == (
+            choice.word_similarity, choice.coverage_below, choice.min_support, True) else ''
         lines.append('| ' + ' | '.join(str(row[h]) for h in head) + mark + ' |')
     if validation is not None:
         lines += ['', 'Chosen thresholds on the other questions (validation): ' +

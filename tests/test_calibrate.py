@@ -92,3 +92,27 @@ def test_a_malformed_question_file_is_one_line_not_a_traceback(tmp_path):
         assert result.stderr.strip().splitlines() == [
             f"error: {bad}:2: not a question of the QA format (KeyError: 'question')"]
     assert not (tmp_path / 'store').exists() and not (tmp_path / 'c').exists()  # nothing built before the check
+
+
+def test_the_choice_minimises_the_expected_cost_of_the_mistakes():
+    """An answer that does not answer costs ``misleading``; the closest passages with a gold page cost 1, without 3.
+    Ten answerable questions answered right at supports 0.40-0.49, with their gold page among the closest passages
+    too; ten unanswerable ones whose best sentence supports them at 0.30-0.39."""
+    right = [Observation(f'q-{i:03d}', True, 'calibration', 0.75, 0.5, 1.0, False, 0.40 + i * 0.01, True, True, True)
+             for i in range(10)]
+    wrong = [Observation(f'q-{10 + i:03d}', False, 'calibration', 0.75, 0.5, 1.0, False, 0.30 + i * 0.01, False)
+             for i in range(10)]
+    choice = choose(right + wrong)
+    assert 0.38 <= choice.min_support <= 0.40 and choice.counts['cost'] == 0.0  # every answer right, none misleads
+    # unanswerable questions the answerer supports better than answerable ones whose closest passages miss the gold
+    # page: answering everything misleads ten times; showing the closest passages sends ten readers elsewhere
+    hard = [Observation(f'q-{i:03d}', True, 'calibration', 0.75, 0.5, 1.0, False, 0.30 + i * 0.01, True, True, False)
+            for i in range(10)]
+    hard += [Observation(f'q-{10 + i:03d}', False, 'calibration', 0.75, 0.5, 1.0, False, 0.40 + i * 0.01, False)
+             for i in range(10)]
+    assert choose(hard).min_support >= 0.5 and choose(hard).counts['cost'] == 1.5  # 10 x 3 / 20
+    assert choose(hard, misleading=2.0).min_support <= 0.3 and choose(hard, misleading=2.0).counts['cost'] == 1.0
+    # the answer checks are replayed: an observation whose quoted sentence does not answer is shown as closest
+    unanswered = Observation('q-100', False, 'calibration', 0.75, 0.5, 1.0, False, 0.9, False, answers=False)
+    assert outcome(unanswered, 0.2, 0.5, 0.2) == 'closest' and outcome(unanswered, 0.2, 0.5, 0.2, checks=False) == 'wrong'
+    assert {'checks', 'cost'} <= set(choice.table[0])

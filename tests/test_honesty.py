@@ -30,9 +30,12 @@ def test_not_found_answer_is_configurable(make_rag):
      'does not support end-to-end encryption of shared notebooks', 'accounts_and_billing.pdf', 4),
 ])
 def test_not_supported_feature_is_answered_not_abstained(make_rag, question, fact, source, page):
+    """A feature the guides say is not supported is never "not found": an answer, or (since issue 42, when the
+    answerer is unsure) the closest passages with the one that says so first."""
     result = make_rag().run(message=question)
-    assert not result.abstained
-    assert fact in result.answer
+    assert result.outcome in ('answer', 'closest'), result.answer
+    first = result.answer if result.outcome == 'answer' else result.answer.splitlines()[1]
+    assert fact in first
     cited = [s for s in result.sources if s['cited']]
     assert (cited[0]['source'], cited[0]['page']) == (source, page)
 

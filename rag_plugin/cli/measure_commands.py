@@ -102,7 +102,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.save:
         calibrate.save(observations, args.save)
     chosen_on = [o for o in observations if args.half == 'all' or o.half == 'calibration']
-    choice = calibrate.choose(chosen_on, scale, word)
+    choice = calibrate.choose(chosen_on, scale, word, args.misleading_cost)
     validation = None
     if args.half == 'calibration':
         validation = calibrate.evaluate([o for o in observations if o.half != 'calibration'], choice)

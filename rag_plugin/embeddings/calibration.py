@@ -71,9 +71,10 @@ class Calibration:
 
 
 MINILM = Calibration(
-    'all-minilm-l6-v2', relevance_threshold=0.2, coverage_below=0.5, word_similarity=0.75, min_support=0.22,
+    'all-minilm-l6-v2', relevance_threshold=0.2, coverage_below=0.5, word_similarity=0.75, min_support=0.5,
     cache_threshold=0.70, cache_extra_threshold=0.82,
-    source='measured on data/eval (issues 12, 26); calibrate reproduces it, docs/embeddings.md')
+    source='measured on data/eval (issues 12, 26); min_support by the expected cost of the mistakes on the calibration '
+           'halves of every set with the answer checks (issue 42); calibrate reproduces it, docs/guard-and-outcomes.md')
 """Calibration: the bundled all-MiniLM-L6-v2."""
 
 E5 = Calibration(
@@ -153,7 +154,8 @@ def rank_based(model: str, chunks: Optional[Sequence[Sequence[float]]],
     level = off_topic_level(chunks, probes)
     room = max(1.0 - level, 1e-3)
     return Calibration(key, relevance_threshold=round(level + 0.1 * room, 3),
-                       coverage_below=round(level + 0.45 * room, 3), word_similarity=1.01, min_support=0.22,
+                       coverage_below=round(level + 0.45 * room, 3), word_similarity=1.01,
+                       min_support=MINILM.min_support,
                        cache_threshold=1.01, cache_extra_threshold=1.01, high_margin=round(0.2 * room, 3),
                        medium_margin=round(0.08 * room, 3), cosine_floor=round(max(level, 0.0), 3),
                        source=f'uncalibrated: rank-based on its own scale (off-topic level {level:.2f} from '

@@ -27,6 +27,7 @@ from langchain_core.embeddings import Embeddings
 from rag_plugin.augment import FRAGMENT_CLOSE, FRAGMENT_OPEN
 from rag_plugin.embeddings.calibration import MINILM, calibration_of
 from rag_plugin.generate import selection
+from rag_plugin.generate.answer_checks import expected_value, holds_value, name_words, why_not_an_answer
 from rag_plugin.generate.fragments import Fragment, FragmentCache, Sentence
 from rag_plugin._section_spans import section_at
 from rag_plugin.text import tokens
@@ -76,15 +77,19 @@ class Extraction:
         support (float): the best sentence's score: half IDF-weighted word overlap with the question, half cosine
             similarity when an embedding model is given (word overlap only without one)
         sentence (str): the best sentence
+        not_an_answer (str): why the sentences it would quote do not answer the question asked
+            (:mod:`rag_plugin.generate.answer_checks`; '' when they may): with ``check_answers`` the text is then ''
     """
     text: str
     support: float = 0.0
     sentence: str = ''
+    not_an_answer: str = ''
 
 
-CLOSEST_RATIO = 0.8
+CLOSEST_RATIO = 0.6
 """float: a closest passage after the first is shown only if it supports the question at least this share of the
-first's support (nothing unrelated attached)."""
+first's support (nothing unrelated attached). 0.8 until issue 42: with more questions shown as closest passages, 0.6
+kept the right passage in view on every set (docs/guard-and-outcomes.md)."""
 
 SHORT_SENTENCE = 120
 """int: a closest passage whose sentence is shorter than this many characters goes on with the next sentence."""
@@ -117,22 +122,26 @@ class ExtractiveAnswerer:
         section_sentences (int): at most this many sentences (a list counts as one) answer a question that names a
             section: its heading holds the question's words and matches it better than any sentence does ("What
             about <heading>?")
+        check_answers (bool): abstain when the sentences it would quote do not answer the question asked: the value
+            asked for, the question's focus, more than a name in common (:mod:`rag_plugin.generate.answer_checks`)
 
     Attributes:
         max_sentences (int): at most this many sentences
         min_support (float | None): the support below which the answerer abstains (None: the model's calibration)
         section_sentences (int): at most this many sentences answer a question that names a section
+        check_answers (bool): abstain when the quoted sentences do not answer the question asked
         cache (FragmentCache): fragments read before
     """
 
     def __init__(self, max_sentences: int = 3, relative_cutoff: float = 0.75, max_list_items: int = 12,
                  min_support: Optional[float] = None, cache: Optional[FragmentCache] = None,
-                 section_sentences: int = 5):
+                 section_sentences: int = 5, check_answers: bool = True):
         self.max_sentences: int = max_sentences
         self.relative_cutoff: float = relative_cutoff
         self.max_list_items: int = max_list_items
         self.min_support: Optional[float] = min_support
         self.section_sentences: int = section_sentences
+        self.check_answers: bool = check_answers
         self.cache: FragmentCache = cache if cache is not None else FragmentCache()
 
     def _read(self, docs: list[Document]) -> tuple[list[Fragment], list[Sentence], list[frozenset]]:
@@ -145,7 +154,8 @@ class ExtractiveAnswerer:
 
     def _score(self, question: str, query: str, fragments: list[Fragment], sentences: list[Sentence],
                bags: list[frozenset], embeddings: Optional[Embeddings],
-               synonyms: Optional[dict[str, str]] = None) -> None:
+               synonyms: Optional[dict[str, str]] = None) -> dict[str, float]:
+        """Score every sentence (``support``, ``score``); returns the question's words with their weight."""
         own = set(tokens(question))
         weights = {t: 1.0 for t in own}
         for word in (synonyms or {}).values():  # the document's word for a question word counts as that word
@@ -169,6 +179,7 @@ class ExtractiveAnswerer:
             mixed = (1 - DENSE_SHARE) * lexical + DENSE_SHARE * float(dense[i]) if embeddings is not None else lexical
             sentence.support = mixed + bonus
             sentence.score = sentence.support + RANK_TIE_BREAK / sentence.fragment
+        return idf
 
     def select(self, question: str, docs: list[Document], embeddings: Optional[Embeddings] = None,
                query: Optional[str] = None, synonyms: Optional[dict[str, str]] = None) -> Extraction:
@@ -187,7 +198,7 @@ class ExtractiveAnswerer:
         sentences = [piece for piece in pieces if not piece.is_heading]
         if not sentences:
             return Extraction('')
-        self._score(question, query or question, fragments, pieces, bags, embeddings, synonyms)
+        weights = self._score(question, query or question, fragments, pieces, bags, embeddings, synonyms)
         ranked = sorted(sentences, key=lambda s: -s.score)
         top = ranked[0]
         least = self.least_support(embeddings)
@@ -201,6 +212,13 @@ class ExtractiveAnswerer:
         chosen = selection.with_lists(chosen or selection.best(ranked, about, self.max_sentences, self.relative_cutoff),
                                       sentences, about, self.max_list_items)
         chosen.sort(key=lambda s: (s.fragment != first, s.fragment, s.position))
+        bag_of = {id(piece): bag for piece, bag in zip(pieces, bags)}
+        answer_bags = [bag_of[id(s)] for s in sentences]
+        quoted = [top, *(s for s in chosen if s is not top)]  # the sentence the answer rests on first
+        why = why_not_an_answer(question, [s.text for s in quoted], [bag_of[id(s)] for s in quoted], weights,
+                                answer_bags, name_words(doc.metadata or {} for doc in docs))
+        if why and self.check_answers:
+            return Extraction('', top.support, top.text, why)
         out = ''
         previous: Optional[Sentence] = None
         for sentence in selection.once(chosen):
@@ -211,7 +229,7 @@ class ExtractiveAnswerer:
                 out += '\n' if sentence.is_list_item or previous.is_list_item else ' '
             out += text
             previous = sentence
-        return Extraction(out, top.support, top.text)
+        return Extraction(out, top.support, top.text, why)
 
     def support_of(self, question: str, docs: list[Document], embeddings: Optional[Embeddings] = None,
                    query: Optional[str] = None, synonyms: Optional[dict[str, str]] = None) -> list[float]:
@@ -230,9 +248,11 @@ class ExtractiveAnswerer:
     def closest(self, question: str, docs: list[Document], embeddings: Optional[Embeddings] = None,
                 query: Optional[str] = None, synonyms: Optional[dict[str, str]] = None, most: int = 3
                 ) -> list[Passage]:
-        """The passages closest to the question, for a reply that says it found no direct answer: the best sentence
+        """The passages closest to the question, for a reply that shows them as such: the best sentence
         of each fragment (with the next one when it is short), best first, at most ``most``; after the first, only
-        those that support the question at least :data:`CLOSEST_RATIO` of the first's support.
+        those that support the question at least :data:`CLOSEST_RATIO` of the first's support. When the question asks
+        for a value (:func:`~rag_plugin.generate.answer_checks.expected_value`), a fragment's sentence holding one is
+        taken before a slightly closer one that does not.
 
         Args:
             question (str): what the user asked
@@ -250,6 +270,13 @@ class ExtractiveAnswerer:
         best: dict[int, Sentence] = {}
         for sentence in sorted(sentences, key=lambda s: -s.score):
             best.setdefault(sentence.fragment, sentence)
+        kind = expected_value(question)
+        if kind is not None:  # of a fragment's sentences nearly as close, one holding the value asked for
+            for sentence in sorted(sentences, key=lambda s: -s.score):
+                top = best[sentence.fragment]
+                if (sentence.support >= CLOSEST_RATIO * top.support and not holds_value(kind, top.text)
+                        and holds_value(kind, sentence.text)):
+                    best[sentence.fragment] = sentence
         ranked = sorted(best.values(), key=lambda s: -s.score)[:most]
         first = ranked[0].support
         passages = []

@@ -208,7 +208,9 @@ class Generation:
         degraded (bool): True when the fallback answered
         error (str | None): the last error, when the LLM failed
         support (float | None): for extractive answers, how well the best sentence supports the question (an empty
-            ``answer`` means no sentence reached the answerer's ``min_support``)
+            ``answer`` means no sentence reached the answerer's ``min_support``, or ``not_an_answer``)
+        not_an_answer (str): for extractive answers, why the sentences it would quote do not answer the question ('':
+            they may; see :mod:`rag_plugin.generate.answer_checks`)
     """
     answer: str
     llm_name: str
@@ -216,6 +218,7 @@ class Generation:
     degraded: bool = False
     error: Optional[str] = None
     support: Optional[float] = None
+    not_an_answer: str = ''
 
 
 class ResilientGenerator:
@@ -303,7 +306,8 @@ class ResilientGenerator:
             extraction = (llm.select(question, docs, embeddings, query, synonyms)
                           if callable(getattr(llm, 'select', None))
                           else Extraction(llm.answer(question, docs, embeddings)))
-            return Generation(extraction.text, llm.name, 1, support=extraction.support)
+            return Generation(extraction.text, llm.name, 1, support=extraction.support,
+                              not_an_answer=extraction.not_an_answer)
         deadline = deadline or self.start()
         breaker = self.breaker(llm.name)
         if not breaker.allow():
