@@ -18,7 +18,7 @@ from langchain_core.documents import Document
 from rag_plugin.cache.stage import CacheTurn
 from rag_plugin._citations import answer_category, list_sources, resolve_citations
 from rag_plugin._components import RAGComponents
-from rag_plugin.context.intents import is_overview_question
+from rag_plugin.context.intents import is_overview_question, is_smalltalk
 from rag_plugin.context.scope import Scope
 from rag_plugin.generate.extractive import is_extractive
 from rag_plugin.generate.refusal import is_refusal
@@ -28,7 +28,7 @@ from rag_plugin.guard import GuardDecision
 from rag_plugin.host import host_of_session
 from rag_plugin._inputs import check_filter, check_question, cut_question
 from rag_plugin.message import ANSWER, NOT_FOUND, UNAVAILABLE, RAGMessage, abstention
-from rag_plugin._outcome import closest_reply
+from rag_plugin._outcome import closest_reply, smalltalk_reply
 from rag_plugin._search import Search, with_own_words
 from rag_plugin.store.budget import store_budget
 from rag_plugin.store.question_view import question_view
@@ -90,7 +90,7 @@ class Exit:
         decision (GuardDecision | None): the guard's decision (None when it did not run)
         generation (Generation | None): the LLM's generation (None when it did not run)
         refused_by (str | None): ``guard``, ``answerer`` or ``llm`` when the reply is not an answer
-        route (str): ``retrieval``, ``overview`` or ``cache``
+        route (str): ``retrieval``, ``overview``, ``smalltalk`` or ``cache``
         error (str | None): what failed
         turn (CacheTurn | None): the run's dealings with the answer cache (their report reaches the trace)
         store (bool): store the reply in the answer cache (it decides whether it may)
@@ -190,6 +190,9 @@ class AnswerPipeline:
         """
         parts = self._parts()
         with store_budget(getattr(parts.vector_store, 'timeout', None)), question_view():
+            if is_smalltalk(question.text):  # "hi", "gracias": not searched, never cached
+                timer = StageTimer()
+                return self.finish(parts, question, self._smalltalk(parts, question, timer), timer)
             if is_overview_question(question.text):  # "what is this about?": the documents and their topics
                 timer = StageTimer()
                 end = self._overview(parts, question, timer)
@@ -197,6 +200,24 @@ class AnswerPipeline:
                     return self.finish(parts, question, end, timer)
             timer = StageTimer()
             return self.finish(parts, question, self._answer(parts, question, timer), timer)
+
+    @staticmethod
+    def _smalltalk(parts: RAGComponents, q: Question, timer: StageTimer) -> Exit:
+        """Answer a greeting, thanks or goodbye with the same and the titles of the documents in the run's scope
+        (from the context catalog; none when the scope is a filter it cannot follow or the store fails)."""
+        titles: list[str] = []
+        scope = Scope.from_filter(q.filter)
+        try:
+            with timer.stage('smalltalk'):
+                docs = parts.context().overview(scope, q.llm_name).docs if scope is not None else []
+        except Exception as e:  # noqa: BLE001 - a greeting is answered whatever the store does
+            logger.warning('[RAG] The documents could not be listed for a greeting: %s: %s', type(e).__name__, e)
+            docs = []
+        for doc in docs:
+            title = doc.metadata.get('title') or doc.metadata.get('source')
+            if title and title not in titles:
+                titles.append(str(title))
+        return Exit(smalltalk_reply(q.llm_name, q.text, titles), [], route='smalltalk')
 
     def _overview(self, parts: RAGComponents, q: Question, timer: StageTimer) -> Optional[Exit]:
         """Answer an overview question with :meth:`ContextEngine.overview` over the run's scope; None when the scope

@@ -21,7 +21,11 @@ retrieved: the RAG's ``not_found_answer``, no sources."""
 UNAVAILABLE = 'unavailable'
 """str: the outcome of a run whose store failed: nothing could be searched (``degraded``)."""
 
-OUTCOMES = (ANSWER, CLOSEST, NOT_FOUND, UNAVAILABLE)
+SMALLTALK = 'smalltalk'
+"""str: the outcome of a greeting, thanks or goodbye ("hi", "gracias", "bon dia"): not searched, answered with a
+greeting and what the documents cover; no sources, never cached."""
+
+OUTCOMES = (ANSWER, CLOSEST, NOT_FOUND, UNAVAILABLE, SMALLTALK)
 """tuple[str, ...]: every value of :attr:`RAGMessage.outcome`."""
 
 

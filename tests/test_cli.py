@@ -108,7 +108,7 @@ def test_ask_prints_the_closest_passages_with_their_sources(corpus_store_dir, tm
         assert re.fullmatch(rf'- ".+" \[{n}\] \({re.escape(source["source"])}, page {source["page"]}\)', passage)
     assert sources.splitlines() == ['Sources (* cited):'] + [
         f'  *[{s["n"]}] {s["source"]}, page {s["page"]} (score {s["score"]:.2f})' for s in data['sources']]
-    assert last == '(extractive, confidence: low, no direct answer: the closest passages)'
+    assert last == '(extractive, confidence: low, the closest passages)'
 
 
 @pytest.mark.parametrize('question', ['', '   '])
@@ -150,7 +150,7 @@ def test_ask_writes_the_default_trace_that_trace_shows_with_the_guard_reason(cor
     store = tmp_path / 'store'
     shutil.copytree(corpus_store_dir, store)
     result = cli('ask', 'What does error NN-9999 mean in the kitchen?', '--store', str(store))
-    assert result.returncode == 0 and 'no direct answer: the closest passages' in result.stdout
+    assert result.returncode == 0 and 'the closest passages' in result.stdout
     assert (store / 'rag_trace.jsonl').is_file()  # kept in the store folder
     shown = cli('trace', '--store', str(store), '-n', '10')
     assert shown.returncode == 0, shown.stderr
@@ -285,3 +285,14 @@ def test_serve_no_auth_answers_this_machine_only(corpus_store_dir, monkeypatch):
         server.terminate()
         server.wait(30)
         server.stderr.close()
+
+
+def test_ask_greets_back_without_searching(corpus_store_dir, tmp_path):
+    """Issue 42: "hi" is not a question: no search, no "not found", no sources; the last line names the outcome."""
+    args = ('ask', 'hi', '--store', str(corpus_store_dir), '--trace-file', str(tmp_path / 't.jsonl'))
+    data = json.loads(cli(*args, '--json').stdout)
+    assert data['outcome'] == 'smalltalk' and data['sources'] == [] and data['answer'].startswith('Hello!')
+    plain = cli(*args)
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.strip().splitlines()[-1] == '(extractive, confidence: high, small talk: not searched)'
+    assert 'Sources' not in plain.stdout and "can't find" not in plain.stdout

@@ -174,7 +174,7 @@ def test_events_have_bbf_event_signature():
 
     from rag_plugin.channels import events
     for event in (events.rag_answered, events.rag_closest, events.rag_abstained, events.rag_low_confidence,
-                  events.rag_degraded):
+                  events.rag_degraded, events.rag_smalltalk):
         assert inspect.signature(event).parameters == inspect.signature(event_template).parameters
 
 

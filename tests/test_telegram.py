@@ -635,3 +635,20 @@ def test_a_telegram_upload_is_answered_only_in_the_chat_that_sent_it(telegram_se
             assert not any(leak.lower() in text.lower() for leak in LEAKS) and 'refund_desk' not in text, text
         text = answer_to(CHAT_ID, QUESTION)
         assert 'QX-7731' in text and '[1] refund_desk.md' in text, text
+
+
+def test_a_greeting_reaches_telegram_greeted_back_without_a_search_or_sources(telegram_server, make_rag):
+    """Issue 42: "hola" and "gràcies" are not questions: the reply greets back in the user's language with what the
+    documents cover, no "not found", no footer."""
+    server = telegram_server
+    bot = new_telegram_bot(lambda bot, platform: rag_states(bot, platform, lambda b: make_rag(bot=b)))
+    with telegram_bot_running(bot, server):
+        server.push_text(CHAT_ID, 'hola')
+        server.wait_for('sendMessage', 2, timeout=60)
+        greeted = last_rag_message(bot)
+        server.push_text(CHAT_ID, 'gràcies!')
+        *_, thanked = server.wait_for('sendMessage', 3, timeout=60)
+    assert greeted.outcome == 'smalltalk' and greeted.sources == [] and not greeted.cached
+    assert unescape_html(server.sent_texts()[1]).startswith('¡Hola!')
+    text = unescape_html(thanked.params['text'])
+    assert text.startswith('De res!') and 'Sources:' not in text and "can't find" not in text

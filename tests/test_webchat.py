@@ -408,6 +408,15 @@ def test_web_chat_answers_with_sources_not_found_upload_and_streaming(browser, c
         expect(page.locator('.rag-abstained')).to_have_count(1)  # the not-found answer above, only
         closest.screenshot(path=str(tmp_path / 'webchat_closest.png'))
 
+        # A greeting is not a question (issue 42): greeted back with what the documents cover, no sources, no label
+        for greeting, reply in (('hola', '¡Hola!'), ('gràcies!', 'De res!')):
+            ask(page, greeting)
+            expect(bubbles(page).last).to_contain_text(reply)
+            expect(bubbles(page).last.locator('.rag-sources')).to_have_count(0)
+            expect(bubbles(page).last.locator('.rag-badge')).to_have_count(0)
+        expect(bubbles(page).filter(has_text='¡Hola!').last).to_contain_text('Nimbus Notes')
+        expect(page.locator('.rag-abstained')).to_have_count(1)
+
         # /overview: the bootstrap synthesis, its [n] with their sources like any answer's, each sentence once
         ask(page, '/overview')
         overview = bubbles(page).filter(has=page.locator('.rag-sources')).filter(has_text='Key points by document')

@@ -4,7 +4,7 @@
   escaped for HTML or MarkdownV2, split under Telegram's 4096-character limit), ``format_rag_message`` (pure),
   ``send_typing`` and ``add_start_command``.
 * :mod:`rag_plugin.channels.events`: BBF events ``rag_answered``, ``rag_closest``, ``rag_abstained``,
-  ``rag_low_confidence``, ``rag_degraded`` and ``on_rag_outcomes`` to wire them.
+  ``rag_low_confidence``, ``rag_degraded``, ``rag_smalltalk`` and ``on_rag_outcomes`` to wire them.
 
 Names are imported on first use: importing this package loads neither python-telegram-bot nor BBF.
 """
@@ -22,6 +22,7 @@ _EXPORTS = {
     'rag_closest': 'rag_plugin.channels.events',
     'rag_low_confidence': 'rag_plugin.channels.events',
     'rag_degraded': 'rag_plugin.channels.events',
+    'rag_smalltalk': 'rag_plugin.channels.events',
     'on_rag_outcomes': 'rag_plugin.channels.events',
     'rag_outcome': 'rag_plugin.channels.events',
     'last_rag_message': 'rag_plugin.channels.events',

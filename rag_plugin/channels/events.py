@@ -16,6 +16,7 @@ after ``when_no_intent_matched_go_to`` are never checked after the body.
 The outcomes (one RAG answer has exactly one, checked in this order by :func:`on_rag_outcomes`):
 
 * ``degraded``: the LLM failed and the extractive answerer answered instead, or the vector store failed;
+* ``smalltalk``: a greeting, thanks or goodbye: the reply greeted and said what the documents cover (not searched);
 * ``closest``: the documents are on the subject but hold no sure answer: the reply showed the closest passages (a
   place to offer a human hand-off);
 * ``abstained``: nothing relevant was found (``not_found``), the RAG said so and did not call the LLM;
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from rag_plugin._pipeline import LAST_RAG_MESSAGE_KEY
 from rag_plugin.host import host_of_session, host_of_state
-from rag_plugin.message import CLOSEST, NOT_FOUND, RAGMessage
+from rag_plugin.message import CLOSEST, NOT_FOUND, SMALLTALK, RAGMessage
 
 if TYPE_CHECKING:  # BBF's or BAF's Session, State and Transition
     Session = State = Transition = Any
@@ -52,6 +53,9 @@ ABSTAINED = 'abstained'
 
 CLOSEST_PASSAGES = 'closest'
 """str: no sure answer: the closest passages were shown (outcome ``closest``)."""
+
+SMALLTALK_REPLY = 'smalltalk'
+"""str: a greeting, thanks or goodbye was answered as such (outcome ``smalltalk``)."""
 
 LOW_CONFIDENCE = 'low_confidence'
 """str: an answer from weakly relevant fragments."""
@@ -104,14 +108,16 @@ def last_rag_message(session: Session) -> Optional[RAGMessage]:
 
 
 def rag_outcome(rag_message: RAGMessage) -> str:
-    """Classify a RAG answer: ``degraded``, ``closest``, ``abstained``, ``low_confidence`` or ``answered`` (the first
-    that applies).
+    """Classify a RAG answer: ``degraded``, ``smalltalk``, ``closest``, ``abstained``, ``low_confidence`` or
+    ``answered`` (the first that applies).
 
     Args:
         rag_message (RAGMessage): a RAG answer
     """
     if rag_message.degraded:
         return DEGRADED
+    if rag_message.outcome == SMALLTALK:
+        return SMALLTALK_REPLY
     if rag_message.outcome == CLOSEST:
         return CLOSEST_PASSAGES
     if rag_message.abstained:
@@ -159,7 +165,20 @@ def rag_answered(session: Session, event_params: dict) -> bool:
         event_params (dict): the event parameters (unused)
     """
     message = _fresh_message(session)
-    return message is not None and _fire(session, message, not message.abstained)
+    return message is not None and _fire(session, message, not message.abstained and message.outcome != SMALLTALK)
+
+
+@RAGEvent
+def rag_smalltalk(session: Session, event_params: dict) -> bool:
+    """Event: the message was a greeting, thanks or goodbye, answered as such without a search (outcome
+    ``smalltalk``).
+
+    Args:
+        session (Session): the current user session
+        event_params (dict): the event parameters (unused)
+    """
+    message = _fresh_message(session)
+    return message is not None and _fire(session, message, message.outcome == SMALLTALK)
 
 
 @RAGEvent
@@ -197,8 +216,8 @@ def rag_low_confidence(session: Session, event_params: dict) -> bool:
         event_params (dict): the event parameters (unused)
     """
     message = _fresh_message(session)
-    return message is not None and _fire(session, message,
-                                         not message.abstained and message.confidence == 'low')
+    return message is not None and _fire(session, message, not message.abstained and message.confidence == 'low'
+                                         and message.outcome != SMALLTALK)
 
 
 @RAGEvent
@@ -225,11 +244,11 @@ def _first_intent_transition(state: State) -> int:
 
 def on_rag_outcomes(state: State, abstained: Optional[State] = None, low_confidence: Optional[State] = None,
                     degraded: Optional[State] = None, answered: Optional[State] = None,
-                    closest: Optional[State] = None) -> list[Transition]:
+                    closest: Optional[State] = None, smalltalk: Optional[State] = None) -> list[Transition]:
     """Move from a RAG state to other states depending on the outcome of the RAG run of its body.
 
-    The transitions are checked in this order: ``degraded``, ``closest``, ``abstained``, ``low_confidence``,
-    ``answered``; the
+    The transitions are checked in this order: ``degraded``, ``smalltalk``, ``closest``, ``abstained``,
+    ``low_confidence``, ``answered``; the
     outcomes left out (None) keep the state waiting for the next user message, as usual.
 
     Call it before ``state.when_no_intent_matched_go_to(...)`` (BAF: ``state.when_no_intent_matched().go_to(...)``;
@@ -249,11 +268,12 @@ def on_rag_outcomes(state: State, abstained: Optional[State] = None, low_confide
         degraded (State): where to go when the LLM or the vector store failed
         answered (State): where to go after any other answer
         closest (State): where to go after the closest passages were shown (no sure answer)
+        smalltalk (State): where to go after a greeting, thanks or goodbye
 
     Returns:
         list[Transition]: the transitions added, in the order they are checked
     """
-    wiring = [(rag_degraded, degraded), (rag_closest, closest), (rag_abstained, abstained),
+    wiring = [(rag_degraded, degraded), (rag_smalltalk, smalltalk), (rag_closest, closest), (rag_abstained, abstained),
               (rag_low_confidence, low_confidence), (rag_answered, answered)]
     host = host_of_state(state)
     position = _first_intent_transition(state)

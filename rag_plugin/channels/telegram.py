@@ -10,7 +10,7 @@ rag_message.answer)`` loses the sources and is refused by Telegram when the answ
     [3] sync_and_offline.pdf, p. 2
 
 The footnote numbers are the fragment numbers the answer cites (``[1]`` in the answer is ``[1]`` in the footer).
-A reply with no direct answer (outcome ``closest``: its preface, then the closest passages, each with its ``[n]``)
+A reply of the closest passages (outcome ``closest``: its preface, then the closest passages, each with its ``[n]``)
 has the passages' footnotes too; a reply that found nothing has none.
 
 Example::

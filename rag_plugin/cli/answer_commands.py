@@ -9,8 +9,9 @@ import sys
 
 from rag_plugin.cli.common import UsageError, build_rag, print_note, require_question, require_store
 
-_OUTCOME_LABELS = {'closest': ', no direct answer: the closest passages', 'not_found': ', not found',
-                   'unavailable': ', the store is unavailable'}
+_OUTCOME_LABELS = {'closest': ', the closest passages', 'not_found': ', not found',
+                   'unavailable': ', the store is unavailable',
+                   'smalltalk': ', small talk: not searched'}
 """dict[str, str]: how ``ask`` names an outcome other than an answer in its last line."""
 
 

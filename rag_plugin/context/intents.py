@@ -306,3 +306,27 @@ def is_overview_question(question: str) -> bool:
     text = re.sub(r'\b(what|that|it|who|where|there) s\b', r'\1 is', text)
     text = _TAIL.sub('', _LEAD.sub('', text)).strip()
     return bool(text) and _OVERVIEW.fullmatch(text) is not None
+
+
+_SMALLTALK = re.compile(
+    r"(?:(?:hi+|hello+|hey+|hiya|howdy|yo|good (?:morning|afternoon|evening|day)|greetings|thanks?|thank you|"
+    r"thanks? (?:a lot|so much|very much)|thank you (?:so|very) much|thx|ty|cheers|ok+|okay|okey|k|cool|great|nice|"
+    r"perfect|awesome|got it|understood|bye+|goodbye|see you|good night|hola+|buenas|buenos dias|buenas tardes|"
+    r"buenas noches|gracias|muchas gracias|mil gracias|vale|genial|perfecto|entendido|de acuerdo|adios|hasta luego|"
+    r"chao|bon dia|bona tarda|bona nit|bones|gracies|moltes gracies|merci|d acord|entesos|perfecte|adeu|fins aviat|"
+    r"ei|oh|ah|hmm+|lol|please)(?: |$))+(?:(?:bot|chatbot|there|everyone|all|again|amigo|friend)(?: |$))?")
+
+
+def is_smalltalk(message: str) -> bool:
+    """Whether a message is only a greeting, thanks, an acknowledgement or a goodbye ("hi", "thanks!", "ok",
+    "hola", "muchas gracias", "gràcies", "bon dia"), in English, Spanish or Catalan: nothing to search for. A message
+    with anything else in it ("hi, how do I export notes?") is a question.
+
+    Args:
+        message (str): the user's message
+
+    Returns:
+        bool: True for small talk
+    """
+    text = _plain(message or '')
+    return bool(text) and len(text) <= 60 and _SMALLTALK.fullmatch(text + ' ') is not None

@@ -1,8 +1,8 @@
 """The RAG web chat, a Streamlit app: ``streamlit run app.py <bot name> <websocket host> <websocket port>``.
 
 Started by :func:`rag_plugin.channels.webchat.use_rag_webchat` (the same arguments as BBF's UI). Answers show their
-citation markers and sources (file, page, score, snippet); "not found", "no direct answer" (the closest passages, with
-their sources) and fallback answers have their own styles;
+citation markers and sources (file, page, score, snippet); "not found", "closest passages" (with their sources)
+and fallback answers have their own styles;
 streamed answers grow in one bubble until the final answer replaces it; the sidebar uploads documents to the bot.
 """
 import base64

@@ -6,8 +6,8 @@ HTML. Stable CSS classes (for styles and browser tests):
 * ``rag-cite``: a citation marker ``[n]`` in an answer (a superscript badge)
 * ``rag-answer rag-abstained``: the warning box of an answer that abstained, labelled ``rag-badge-not-found``
   ("Not found in the documents")
-* ``rag-answer rag-closest``: the box of a reply that found no direct answer (outcome ``closest``), labelled
-  ``rag-badge-closest`` ("No direct answer — closest passages"): its preface, then each passage (``rag-passage``,
+* ``rag-answer rag-closest``: the box of a reply that shows the closest passages (outcome ``closest``), labelled
+  ``rag-badge-closest`` ("Closest passages"): its preface, then each passage (``rag-passage``,
   with its citation marker); the passages' sources follow, like an answer's
 * ``rag-degraded-note``: the note above a fallback answer, labelled ``rag-badge-degraded`` ("Fallback answer")
 * ``rag-note``: what the user should know about how the question was taken (the answer's ``note``: a question over
@@ -28,7 +28,7 @@ from rag_plugin._section_spans import SECTION_SPANS_KEY, parse_spans, section_at
 NOT_FOUND_LABEL = 'Not found in the documents'
 """str: the label of an answer that abstained (nothing relevant in the documents)."""
 
-CLOSEST_LABEL = 'No direct answer — closest passages'
+CLOSEST_LABEL = 'Closest passages'
 """str: the label of a reply that shows the passages closest to the question (outcome ``closest``)."""
 
 CLOSEST = 'closest'
