@@ -4,22 +4,20 @@ documents lack."""
 import pytest
 from langchain_core.documents import Document
 
-LEAVE = Document(page_content=(
-    'Parental leave at Acme\n\nAcme welcomes new parents and supports families through the first months. '
-    'Parents can take parental leave after the birth or adoption of a child.'),
-    metadata={'source': 'acme_benefits.pdf', 'page': 2})
-LEAVE_WEEKS = Document(page_content=(
-    'Parental leave at Acme\n\nAcme welcomes new parents and supports families through the first months. '
-    'Parents can take sixteen weeks of paid parental leave after the birth or adoption of a child.'),
-    metadata={'source': 'acme_benefits.pdf', 'page': 2})
-PRICE = Document(page_content=(
-    'El carné de la biblioteca\n\nEl carné de la biblioteca permite llevarse libros y películas a casa. '
-    'Se pide en el mostrador de cualquier biblioteca municipal.'),
-    metadata={'source': 'es_biblioteca.pdf', 'page': 1})
-PRICE_GIVEN = Document(page_content=(
-    'El carné de la biblioteca\n\nEl carné de la biblioteca permite llevarse libros y películas a casa. '
-    'El carné de la biblioteca cuesta 3 euros y se pide en el mostrador de cualquier biblioteca municipal.'),
-    metadata={'source': 'es_biblioteca.pdf', 'page': 1})
+def _guide(heading: str, *sentences: str, source: str, page: int) -> Document:
+    return Document(page_content=f'{heading}\n\n' + ' '.join(sentences), metadata={'source': source, 'page': page})
+
+
+_WELCOME = 'Acme welcomes new parents and supports families through the first months.'
+LEAVE = _guide('Parental leave at Acme', _WELCOME, 'Parents can take parental leave after the birth or adoption of a '
+               'child.', source='acme_benefits.pdf', page=2)
+LEAVE_WEEKS = _guide('Parental leave at Acme', _WELCOME, 'Parents can take sixteen weeks of paid parental leave after '
+                     'the birth or adoption of a child.', source='acme_benefits.pdf', page=2)
+_CARD = 'El carné de la biblioteca permite llevarse libros y películas a casa.'
+PRICE = _guide('El carné de la biblioteca', _CARD, 'Se pide en el mostrador de cualquier biblioteca municipal.',
+               source='es_biblioteca.pdf', page=1)
+PRICE_GIVEN = _guide('El carné de la biblioteca', _CARD, 'El carné de la biblioteca cuesta 3 euros y se pide en el '
+                     'mostrador de cualquier biblioteca municipal.', source='es_biblioteca.pdf', page=1)
 
 
 @pytest.mark.parametrize('question, kind', [
