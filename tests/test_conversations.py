@@ -152,7 +152,7 @@ def test_a_follow_up_is_completed_with_the_previous_question(make_rag, first, fo
 def test_a_follow_up_that_finds_nothing_as_asked_is_searched_again_completed(make_rag, first, follow_up, carried):
     """Nothing in these says they depend on the conversation, but searched as asked they find nothing."""
     result = _second_turn(make_rag, first, follow_up)
-    assert not result.abstained and carried in result.query[len(follow_up):].lower()
+    assert result.outcome in ('answer', 'closest') and carried in result.query[len(follow_up):].lower()
 
 
 @pytest.fixture

@@ -47,7 +47,11 @@ STEPS = ('1. Open Settings > Account > Devices', '2. Find the device', '3. Choos
     ('my phone was stolen, how do i take it off my account', STEPS, TIPS),  # all the steps of a procedure
 ])
 def test_a_list_comes_with_the_answer_only_when_the_question_is_about_it(make_rag, question, facts, left_out):
-    answer = make_rag().run(message=question).answer
+    """What an answer holds, not whether to answer (issue 42 raised that threshold): the least support it had."""
+    from dataclasses import replace
+    rag = make_rag()
+    rag.embeddings.calibration = replace(rag.embeddings.calibration, min_support=0.22)
+    answer = rag.run(message=question).answer
     assert all(fact in answer for fact in facts), (question, answer)
     assert not any(text in answer for text in left_out), (question, answer)
 
@@ -75,7 +79,7 @@ def test_the_plan_list_comes_once_and_alone(embeddings, question):
 
     from rag_plugin import ExtractiveAnswerer
     docs = [Document(page_content=text) for text in (PLANS, SKUS, PLANS_END)]
-    answer = ExtractiveAnswerer().answer(question, docs, embeddings)
+    answer = ExtractiveAnswerer(min_support=0.22).answer(question, docs, embeddings)  # what it holds, not whether
     lines = answer.splitlines()
     for plan in ('- Free costs', '- Team costs', '- Enterprise has'):
         assert sum(line.startswith(plan) for line in lines) == 1, answer

@@ -63,6 +63,15 @@ RANK_TIE_BREAK = 0.04
 """float: added to a sentence's score divided by its fragment's retrieval rank, so that among equal supports the
 better-ranked fragment's sentence wins."""
 
+ABOUT_SUPPORT = 0.22
+"""float: the support a heading or a list needs for the answer to be about its section (which list comes whole, which
+section opens). It was the least support until issue 42 raised that to decide *whether* to answer: composing an answer
+keeps the value it was measured with."""
+
+LEXICAL_MIN_SUPPORT = 0.22
+"""float: the least support without an embedding model, where the support is the word overlap alone (another scale
+than the mixed score ``calibrate`` chooses on)."""
+
 DEFAULT_MIN_SUPPORT = MINILM.min_support
 """float: the bundled MiniLM's least support (its calibration): the answerer abstains when no sentence supports the
 question at least this much."""
@@ -204,8 +213,8 @@ class ExtractiveAnswerer:
         least = self.least_support(embeddings)
         if top.support < least:
             return Extraction('', top.support, top.text)
-        subject = selection.subject(pieces, least)
-        about = selection.about(subject, ranked, least)
+        subject = selection.subject(pieces, min(least, ABOUT_SUPPORT))
+        about = selection.about(subject, ranked, min(least, ABOUT_SUPPORT))
         names = subject is not None and subject.support > top.support and selection.covers(subject.text, question)
         chosen = selection.section_opening(subject, sentences, self.section_sentences) if names else []
         first = subject.fragment if chosen else None  # a section is read from where it starts
@@ -213,10 +222,9 @@ class ExtractiveAnswerer:
                                       sentences, about, self.max_list_items)
         chosen.sort(key=lambda s: (s.fragment != first, s.fragment, s.position))
         bag_of = {id(piece): bag for piece, bag in zip(pieces, bags)}
-        answer_bags = [bag_of[id(s)] for s in sentences]
         quoted = [top, *(s for s in chosen if s is not top)]  # the sentence the answer rests on first
         why = why_not_an_answer(question, [s.text for s in quoted], [bag_of[id(s)] for s in quoted], weights,
-                                answer_bags, name_words(doc.metadata or {} for doc in docs))
+                                name_words(doc.metadata or {} for doc in docs))
         if why and self.check_answers:
             return Extraction('', top.support, top.text, why)
         out = ''
@@ -299,8 +307,10 @@ class ExtractiveAnswerer:
 
     def least_support(self, embeddings: Optional[Embeddings] = None) -> float:
         """The support below which the answerer abstains: ``min_support``, else the calibration of the embeddings
-        (MiniLM's without embeddings: word overlap alone)."""
-        return self.min_support if self.min_support is not None else calibration_of(embeddings).min_support
+        (:data:`LEXICAL_MIN_SUPPORT` without embeddings: word overlap alone)."""
+        if self.min_support is not None:
+            return self.min_support
+        return calibration_of(embeddings).min_support if embeddings is not None else LEXICAL_MIN_SUPPORT
 
 
 class ExtractiveLLM:
