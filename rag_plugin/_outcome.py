@@ -65,6 +65,8 @@ def closest_reply(llm_name: str, question: str, query: str, docs: list[Document]
 
 
 _THANKS = frozenset('thanks thank thx ty cheers gracias gracies merci'.split())
+_ACK = frozenset('ok okay okey k cool great nice perfect awesome got understood vale genial perfecto entendido acuerdo '
+                 'acord entesos perfecte'.split())
 _BYE = frozenset('bye goodbye adios adeu chao night nit luego aviat see'.split())
 _CATALAN = frozenset('bon bona bones gracies moltes merci acord entesos perfecte adeu aviat ei nit'.split())
 _SPANISH = frozenset('hola buenas buenos gracias muchas mil vale genial perfecto entendido acuerdo adios luego chao '
@@ -98,11 +100,13 @@ def smalltalk_reply(llm_name: str, question: str, titles: list[str]) -> RAGMessa
     words = set(''.join(c if c.isalnum() else ' ' for c in plain).split())
     lang = 'ca' if words & _CATALAN else 'es' if words & _SPANISH else 'en'
     lines = SMALLTALK_LINES[lang]
-    kind = 'thanks' if words & _THANKS else 'bye' if words & _BYE else 'hello'
+    kind = 'thanks' if words & _THANKS else 'bye' if words & _BYE else 'ack' if words & _ACK else 'hello'
+    if kind == 'ack':  # "ok", "vale": nothing to greet, the conversation goes on
+        return RAGMessage(llm_name, question, lines['more'], [], confidence='high', outcome=SMALLTALK)
     text = lines[kind]
     if kind == 'thanks':
         text += ' ' + lines['more']
     elif titles and kind == 'hello':
-        shown = ', '.join(titles[:5]) + (f' (+{len(titles) - 5})' if len(titles) > 5 else '')
+        shown = ', '.join(map(str, titles[:5])) + (f' (+{len(titles) - 5})' if len(titles) > 5 else '')
         text += ' ' + lines['about'].format(titles=shown) + ' ' + lines['ask']
     return RAGMessage(llm_name, question, text, [], confidence='high', outcome=SMALLTALK)

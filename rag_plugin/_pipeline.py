@@ -343,7 +343,8 @@ class AnswerPipeline:
         if end.store and end.turn is not None:
             parts.cache_stage.store(end.turn, result, cut=bool(q.note))
         timings = timer.total()
-        parts.history.record(q.session, q.text, result.to_dict())
+        if end.route != 'smalltalk':  # "thanks" is no turn a follow-up could lean on
+            parts.history.record(q.session, q.text, result.to_dict())
         remember(q.session, result)
         if parts.tracer is not None:
             record = run_record(q.session, result, end.retrieved, end.decision, end.generation, timings, end.error,

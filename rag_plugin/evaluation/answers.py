@@ -59,8 +59,7 @@ class SetReport:
 
     Attributes:
         name (str): the QA file's name, or ``name [half]`` / ``name [language]``
-        user_style (bool): its questions are phrased as people type (its items have a ``style``): its answer rate is
-            held to a baseline run, not to :data:`MIN_ANSWERED`
+        user_style (bool): its questions are phrased as people type (its items have a ``style``)
         n_answerable (int): answerable questions
         n_unanswerable (int): unanswerable questions
         answerable (dict[str, int]): answerable questions by outcome
