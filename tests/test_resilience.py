@@ -269,7 +269,8 @@ def test_follow_up_rewrite_shares_the_deadline(corpus_store, tmp_path):
         started = time.monotonic()
         follow_up = rag.run(session=session, message='How big can it get?')
         elapsed = time.monotonic() - started
-        assert follow_up.degraded and 'offline cache' in follow_up.query  # the offline rewriter took over
+        # the offline rewriter took over; the extractive fallback answers, or shows the closest passages (issue 42)
+        assert (follow_up.degraded or follow_up.outcome == 'closest') and 'offline cache' in follow_up.query
         assert len(server.chat_requests) == 2  # one rewrite call, one generation attempt, both cut by the deadline
         assert elapsed < 6  # 105 s before (a 15 s rewrite, then 3 x 30 s attempts); generous bound over 2 s
         record = read_trace(str(trace))[-1]

@@ -9,8 +9,8 @@ the documents said it (issue 42). Two checks, replayed by ``calibrate`` with and
   amount, a duration or frequency, a date, a person or role. The values are recognised generously (number words,
   "free", "unlimited", month names, role nouns): a check that cannot tell sends the question to the closest passages,
   which cost the reader seconds;
-* **not only a name**: a sentence whose only words in common with the question are in the fragments' file names and
-  titles (the document's, the product's or the company's name) does not count.
+* **not only a name**: a sentence whose only words in common with the question are those every document's file name
+  and title has (the product's or the company's name) does not count.
 
 A failed check makes the answerer show the closest passages instead (``outcome='closest'``), never "not found".
 """
@@ -110,9 +110,15 @@ def holds_value(kind: str, sentence: str) -> bool:
 
 
 def name_words(metadatas: Iterable[dict]) -> set[str]:
-    """The words that name rather than answer: those of the fragments' file names and titles (a guide's title holds
-    the product's and the company's names: "Nimbus Notes Getting Started Guide", "Northwind Health Plus")."""
-    return set(tokens(' '.join(str(m.get(k) or '') for m in metadatas for k in ('source', 'title')).replace('_', ' ')))
+    """The words that name rather than answer: those every document among the fragments has in its file name and
+    title, when the fragments come from two documents or more ("Nimbus Notes ... Guide", "Northwind Health ..."): the
+    product's or the company's name. A title's other words are its topic ("Sync and Offline"), which a question may ask."""
+    named: dict[str, set[str]] = {}
+    for m in metadatas:
+        key = str(m.get('source') or m.get('title') or '')
+        if key:
+            named[key] = set(tokens(' '.join(str(m.get(k) or '') for k in ('source', 'title')).replace('_', ' ')))
+    return set.intersection(*named.values()) if len(named) >= 2 else set()
 
 
 def why_not_an_answer(question: str, quoted: list[str], quoted_bags: list[frozenset], weights: dict[str, float],

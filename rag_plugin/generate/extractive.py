@@ -211,11 +211,11 @@ class ExtractiveAnswerer:
         ranked = sorted(sentences, key=lambda s: -s.score)
         top = ranked[0]
         least = self.least_support(embeddings)
-        if top.support < least:
-            return Extraction('', top.support, top.text)
         subject = selection.subject(pieces, min(least, ABOUT_SUPPORT))
-        about = selection.about(subject, ranked, min(least, ABOUT_SUPPORT))
         names = subject is not None and subject.support > top.support and selection.covers(subject.text, question)
+        if top.support < least and not names:  # "What about <heading>?" is answered by its section's opening
+            return Extraction('', top.support, top.text)
+        about = selection.about(subject, ranked, min(least, ABOUT_SUPPORT))
         chosen = selection.section_opening(subject, sentences, self.section_sentences) if names else []
         first = subject.fragment if chosen else None  # a section is read from where it starts
         chosen = selection.with_lists(chosen or selection.best(ranked, about, self.max_sentences, self.relative_cutoff),
