@@ -132,7 +132,7 @@ class ExtractiveAnswerer:
             section: its heading holds the question's words and matches it better than any sentence does ("What
             about <heading>?")
         check_answers (bool): abstain when the sentences it would quote do not answer the question asked: the value
-            asked for, the question's focus, more than a name in common (:mod:`rag_plugin.generate.answer_checks`)
+            asked for, more than a name in common (:mod:`rag_plugin.generate.answer_checks`)
 
     Attributes:
         max_sentences (int): at most this many sentences
