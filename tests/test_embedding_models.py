@@ -171,8 +171,9 @@ def test_calibrate_on_the_sample_corpus_chooses_the_shipped_minilm_thresholds(tm
     """calibrate on data/pdfs's sets (all their questions; word_similarity from the word pairs) chooses the shipped
     MiniLM relevance threshold and word similarity within one sweep step, and writes the [rag] settings into a
     config.ini. The shipped least support was chosen on the calibration halves of all three corpora (issue 42); on
-    data/pdfs alone the shipped thresholds cost at most 0.05 per question more than the ones chosen there (one
-    question in twenty shown as closest passages), with no more misleading answers."""
+    data/pdfs alone, mostly questions in the guides' own words, the rule chooses a lower one, and the shipped
+    thresholds cost at most 0.15 per question more there (right answers shown as closest passages, cost 1 each),
+    with no more misleading answers."""
     from rag_plugin.embeddings.calibration import MINILM
     config = tmp_path / 'config.ini'
     config.write_text('[websocket]\nwebsocket.port = 8765\n\n[rag]\nrag.k = 4\nrag.min_support = 0.9\n')
@@ -196,7 +197,7 @@ def test_calibrate_on_the_sample_corpus_chooses_the_shipped_minilm_thresholds(tm
                       min_support=MINILM.min_support)
     observations = load(str(tmp_path / 'obs.jsonl'))
     at_chosen, at_shipped = evaluate(observations, chosen), evaluate(observations, shipped)
-    assert at_shipped['cost'] <= at_chosen['cost'] + 0.05, (at_chosen, at_shipped)
+    assert at_shipped['cost'] <= at_chosen['cost'] + 0.15, (at_chosen, at_shipped)
     assert at_shipped['unanswerable_answered'] <= at_chosen['unanswerable_answered']
     assert choice['counts']['right'] > choice['counts']['wrong'] and choice['n_questions'] == 237
     text = config.read_text()

@@ -300,7 +300,7 @@ def test_a_question_over_the_limit_is_cut_and_the_reply_says_so(rag):
         assert response.status_code == 200, (path, response.text[:300])
         assert response.json()['note'] == note, path
     answer = client.post('/ask', json={'question': LONG_QUESTION}, headers={'X-API-Key': KEY}).json()
-    assert len(answer['question']) == 4000 and not answer['abstained']
+    assert len(answer['question']) == 4000 and answer['outcome'] in ('answer', 'closest')  # never not_found
     assert answer['sources'][0]['source'] == 'integrations_and_api.pdf'
     short = client.post('/ask', json={'question': 'What is the API rate limit?'}, headers={'X-API-Key': KEY}).json()
     assert short['note'] is None
