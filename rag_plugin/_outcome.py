@@ -20,6 +20,7 @@ from langchain_core.documents import Document
 from rag_plugin._citations import list_sources
 from rag_plugin.generate.extractive import Passage
 from rag_plugin.message import CLOSEST, SMALLTALK, RAGMessage
+from rag_plugin.text import fold
 
 CLOSEST_PREFACE = 'These passages of the documents are the closest to your question; see if they answer it:'
 """str: the first line of a ``closest`` reply. It claims nothing about what the documents lack: the first passage
@@ -95,9 +96,7 @@ def smalltalk_reply(llm_name: str, question: str, titles: list[str]) -> RAGMessa
         question (str): the message
         titles (list[str]): the titles of the documents in scope (none: the line is left out)
     """
-    import unicodedata
-    plain = ''.join(c for c in unicodedata.normalize('NFKD', question.lower()) if not unicodedata.combining(c))
-    words = set(''.join(c if c.isalnum() else ' ' for c in plain).split())
+    words = set(''.join(c if c.isalnum() else ' ' for c in fold(question)).split())
     lang = 'ca' if words & _CATALAN else 'es' if words & _SPANISH else 'en'
     lines = SMALLTALK_LINES[lang]
     kind = 'thanks' if words & _THANKS else 'bye' if words & _BYE else 'ack' if words & _ACK else 'hello'

@@ -84,6 +84,11 @@ _ROLES = re.compile(r'@|\b(?:manager|supervisor|hr|human resources|department|te
 _PROPER = re.compile(r'(?<=[a-z,;] )[A-Z][a-z]+')  # a name inside a sentence
 
 
+_DURATION = re.compile(r'\b(?:\d+(?:[.,]\d+)?|' + '|'.join(sorted(_NUMBER_WORDS, key=len, reverse=True)) +
+                       rf'|an?|un|una|per)[\s-]*(?:-\s*\d+\s*)?(?:\w+\s+)?{_TIME_UNIT}\b', re.I)
+"""A number of time units ("30 days", "30-day", "sixteen weeks", "a year"), on folded text: compiled once."""
+
+
 def expected_value(question: str) -> Optional[str]:
     """The kind of value the question asks for: ``duration``, ``quantity``, ``date``, ``person``, or None."""
     text = question.strip().lstrip('¿¡').strip()
@@ -98,10 +103,7 @@ def holds_value(kind: str, sentence: str) -> bool:
     if kind == 'price':
         return bool(_PRICE.search(sentence))
     if kind == 'duration':  # a number of time units, or a frequency ("daily", "cada semana")
-        number = r'(?:\d+(?:[.,]\d+)?|' + '|'.join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + ')'
-        return bool(_FREQUENCY.search(sentence)) or bool(
-            re.search(rf'\b(?:{number}|an?|un|una|per)[\s-]*(?:-\s*\d+\s*)?(?:\w+\s+)?{_TIME_UNIT}\b', fold(sentence),
-                      re.I))
+        return bool(_FREQUENCY.search(sentence)) or bool(_DURATION.search(fold(sentence)))
     if kind == 'date':
         return bool(_DATES.search(sentence)) or bool(_FREQUENCY.search(sentence))
     if kind == 'person':
