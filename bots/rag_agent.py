@@ -115,7 +115,7 @@ def upload_body(session: Session) -> None:
         rag.allow_shared_uploads(session)
     report = rag.add_file(session.event.file, session=session)  # BAF's int of chunks added, which reads as the report
     logging.info('[rag_agent] upload: %s', str(report.report).splitlines()[0])
-    session.reply(describe_ingestion(report))
+    session.reply(describe_ingestion(report, session))
 
 
 initial_state.set_body(initial_body)

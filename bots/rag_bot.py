@@ -132,7 +132,7 @@ def upload_body(session: Session):
         rag.allow_shared_uploads(session)
     report = rag.add_file(session.file, session=session)
     logging.info('[rag_bot] upload: %s', str(report).splitlines()[0])
-    session.reply(describe_ingestion(report))
+    session.reply(describe_ingestion(report, session))
 
 
 upload_state.set_body(upload_body)

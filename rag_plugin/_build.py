@@ -47,7 +47,7 @@ RAG_SETTINGS = (
     'answer_deadline', 'breaker_failures', 'breaker_cool_down', 'trace_file', 'rewrite_queries', 'max_history_turns',
     'max_question_chars', 'write_lock_timeout', 'answer_cache', 'uploads', 'upload_ttl', 'max_session_uploads',
     'max_session_chunks', 'max_pages', 'max_text_mb', 'max_inflated_mb', 'max_chunks', 'upload_parse_memory_mb',
-    'upload_parse_seconds', 'closest_on_llm_refusal', 'rerank_pool', 'grounding')
+    'upload_parse_seconds', 'closest_on_llm_refusal', 'rerank_pool', 'grounding', 'language')
 """tuple[str, ...]: the settings a RAG reads (short names of :mod:`rag_plugin.settings`), in the order resolved. A new
 setting the RAG reads is added here (and given to ``RAG.__init__`` when it is one of its arguments)."""
 

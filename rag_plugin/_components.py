@@ -67,6 +67,9 @@ class RAGComponents:
         tracer (TraceWriter | None): the per-call trace, when on
         writes (WriteCount): this process's writes (the corpus version of a store without one)
         context (Callable[[], ContextEngine]): the context engine (overviews)
+        language (str): ``rag.language``: the language of the plugin's own words when neither the question, the
+            session nor the documents tell (:func:`rag_plugin.wording.reply_language`)
+        documents_language (Callable[[], str | None]): the documents' main language (None: not known)
     """
     vector_store: VectorStore
     ledger: Optional['Ledger']
@@ -97,6 +100,8 @@ class RAGComponents:
     tracer: Optional['TraceWriter']
     writes: 'WriteCount'
     context: Callable[[], 'ContextEngine']
+    language: str = 'en'
+    documents_language: Callable[[], Optional[str]] = lambda: None
 
     def retrieve(self, query: str, k: int, where: Optional[dict] = None) -> list[Document]:
         """The retriever's ``k`` chunks for a query."""

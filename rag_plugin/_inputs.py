@@ -53,16 +53,22 @@ def check_question(message: Any) -> Optional[str]:
     return clean_text(message)
 
 
-def cut_question(question: str, max_chars: int) -> tuple[str, Optional[str]]:
+def cut_question(question: str, max_chars: int, language: Optional[str] = None) -> tuple[str, Optional[str]]:
     """Cut a question to its first ``max_chars`` characters (0: no limit).
+
+    Args:
+        question (str): the question
+        max_chars (int): the most characters kept
+        language (str): the note's language (default: the question's, :func:`rag_plugin.wording.reply_language`)
 
     Returns:
         tuple[str, str | None]: the question (cut or not) and a note for the user saying what was cut (None when
         nothing was)
     """
     if max_chars and len(question) > max_chars:
-        return question[:max_chars], (f'question too long: only its first {max_chars} of {len(question)} characters '
-                                      'were used')
+        from rag_plugin.wording import reply_language, say
+        language = language or reply_language(question[:max_chars])
+        return question[:max_chars], say('question_cut', language, used=max_chars, total=len(question))
     return question, None
 
 

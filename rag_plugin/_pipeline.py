@@ -28,11 +28,13 @@ from rag_plugin.guard import GuardDecision
 from rag_plugin.host import host_of_session
 from rag_plugin._inputs import check_filter, check_question, cut_question
 from rag_plugin.message import ANSWER, NOT_FOUND, UNAVAILABLE, RAGMessage, abstention
-from rag_plugin._outcome import closest_reply, smalltalk_reply
+from rag_plugin._outcome import closest_reply, other_language, other_language_reply, smalltalk_reply
+from rag_plugin.settings import DEFAULT_NOT_FOUND_ANSWER
 from rag_plugin._search import Search, with_own_words
 from rag_plugin.store.budget import store_budget
 from rag_plugin.store.question_view import question_view
 from rag_plugin._trace import StageTimer, run_record
+from rag_plugin.wording import LANGUAGE_KEY, reply_language, say
 
 if TYPE_CHECKING:
     from besser.bot.core.session import Session
@@ -42,8 +44,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger('rag_plugin.pipeline')  # logger names are public: no underscore
 
-STORE_UNAVAILABLE_ANSWER = "I can't search the documents right now; please try again later."
-"""str: the answer when the vector store fails."""
+STORE_UNAVAILABLE_ANSWER = say('store_unavailable')
+"""str: the answer when the vector store fails, in English (``MESSAGES['store_unavailable']`` has every
+language)."""
+
 
 LAST_RAG_MESSAGE_KEY = 'rag_plugin.last_message'
 """str: the session key under which :meth:`RAG.run` stores its last :class:`RAGMessage`."""
@@ -67,6 +71,7 @@ class Question:
         filter (dict | None): the retrieval filter (by default the session's scope)
         num_previous_messages (int | None): history size for this run (None: the RAG's)
         on_partial (Callable[[str], None] | None): called with the answer written so far while an LLM streams it
+        language (str): the language of the reply's own words (:func:`rag_plugin.wording.reply_language`)
     """
     session: Optional['Session']
     text: str
@@ -78,6 +83,7 @@ class Question:
     filter: Optional[dict]
     num_previous_messages: Optional[int]
     on_partial: Optional[Callable[[str], None]]
+    language: str = 'en'
 
 
 @dataclass
@@ -174,11 +180,14 @@ class AnswerPipeline:
         text = message or check_question(host_of_session(session).session_message(session))
         if text is None:
             raise ValueError('RAG run: the session has no message to answer')
-        text, note = cut_question(text, parts.max_question_chars)
+        previous = session.get(LANGUAGE_KEY) if session is not None and hasattr(session, 'get') else None
+        language = reply_language(text[:4000], previous, parts.documents_language(), parts.language)
+        text, note = cut_question(text, parts.max_question_chars, language)
         if filter is None and session is not None and hasattr(session, 'get'):
             filter = session.get(SCOPE_KEY)
         check_filter(filter)
-        return Question(session, text, note, llm, llm_name, llm_prompt, k, filter, num_previous_messages, on_partial)
+        return Question(session, text, note, llm, llm_name, llm_prompt, k, filter, num_previous_messages, on_partial,
+                        language)
 
     def run(self, question: Question) -> RAGMessage:
         """Answer a checked question (:meth:`question`). Every store call of the question shares one wait (a store
@@ -217,7 +226,7 @@ class AnswerPipeline:
             title = doc.metadata.get('title') or doc.metadata.get('source')
             if title and title not in titles:
                 titles.append(str(title))
-        return Exit(smalltalk_reply(q.llm_name, q.text, titles), [], route='smalltalk')
+        return Exit(smalltalk_reply(q.llm_name, q.text, titles, q.language), [], route='smalltalk')
 
     def _overview(self, parts: RAGComponents, q: Question, timer: StageTimer) -> Optional[Exit]:
         """Answer an overview question with :meth:`ContextEngine.overview` over the run's scope; None when the scope
@@ -227,7 +236,7 @@ class AnswerPipeline:
             return None
         try:
             with timer.stage('overview'):
-                overview = parts.context().overview(scope, q.llm_name)
+                overview = parts.context().overview(scope, q.llm_name, q.language)
         except Exception as e:  # noqa: BLE001 - the ordinary path reports a broken store to the user
             logger.error('[RAG] Overview failed: %s: %s', type(e).__name__, e)
             return None
@@ -262,10 +271,17 @@ class AnswerPipeline:
                 retrieved = search.retrieve(query)
         except Exception as e:  # noqa: BLE001 - a broken store must not crash the state body
             logger.error('[RAG] Retrieval failed: %s: %s', type(e).__name__, e)
-            result = abstention(q.llm_name, q.text, STORE_UNAVAILABLE_ANSWER, UNAVAILABLE, query, q.note)
+            result = abstention(q.llm_name, q.text, say('store_unavailable', q.language), UNAVAILABLE, query, q.note)
             return Exit(result, [], error=f'retrieval failed: {type(e).__name__}: {e}')
         with timer.stage('guard'):
             decision = search.check(retrieved)
+        asked_in = other_language(q.text, parts.embeddings, parts.documents_language())
+        if asked_in is not None:  # an English-only model cannot match it: never an answer, nor "not found"
+            with timer.stage('closest'):
+                passages = [] if decision.abstain else parts.closest_answerer.closest(
+                    q.text, retrieved, parts.embeddings, query, decision.by_meaning)
+            result = other_language_reply(q.llm_name, q.text, query, retrieved, passages, asked_in)
+            return Exit(result, retrieved, decision, refused_by='language', turn=turn)
         if decision.by_meaning and not decision.abstain:
             with timer.stage('expand'):
                 retrieved, decision = search.expanded(query, decision, retrieved)
@@ -280,7 +296,7 @@ class AnswerPipeline:
                 on_partial = q.on_partial and parts.grounding.partials(q.on_partial, retrieved, parts.embeddings,
                                                                         parts.signals.idf)
                 generation = parts.generator.generate(llm, prompt, q.text, retrieved, parts.embeddings, on_partial,
-                                                      query, decision.by_meaning, deadline)
+                                                      query, decision.by_meaning, deadline, q.language)
             if not generation.answer.strip():  # the extractive answerer found no sentence that answers
                 refused_by = 'answerer'
             elif llm_refused(llm, generation):  # near-domain answerability is a generative LLM's call
@@ -311,11 +327,11 @@ class AnswerPipeline:
             with timer.stage('closest'):
                 passages = parts.closest_answerer.closest(q.text, retrieved, parts.embeddings, query,
                                                           decision.by_meaning)
-                result = closest_reply(q.llm_name, q.text, query, retrieved, passages)
+                result = closest_reply(q.llm_name, q.text, query, retrieved, passages, language=q.language)
             if result is not None:
                 return result
         if refused_by:
-            return abstention(q.llm_name, q.text, parts.not_found_answer, NOT_FOUND, query)
+            return abstention(q.llm_name, q.text, not_found_answer(parts, q.language), NOT_FOUND, query)
         answer, cited = resolve_citations(grounding.answer if grounding else generation.answer, retrieved)
         confidence = decision.confidence
         if grounding is not None and grounding.unsupported:
@@ -340,6 +356,9 @@ class AnswerPipeline:
         """
         result = end.result
         result.note = q.note
+        result.language = result.language or q.language
+        if q.session is not None and hasattr(q.session, 'set'):
+            q.session.set(LANGUAGE_KEY, result.language)
         if end.store and end.turn is not None:
             parts.cache_stage.store(end.turn, result, cut=bool(q.note))
         timings = timer.total()
@@ -367,6 +386,13 @@ def ground(parts: RAGComponents, answer: str, retrieved: list[Document], quoted:
     return parts.grounding.check(answer, retrieved, parts.embeddings, parts.signals.idf, quoted)
 
 
+def not_found_answer(parts: RAGComponents, language: str) -> str:
+    """The not-found reply in ``language``; a bot's own ``not_found_answer`` as it was written."""
+    if parts.not_found_answer == DEFAULT_NOT_FOUND_ANSWER:
+        return say('not_found', language)
+    return parts.not_found_answer
+
+
 def remember(session: Optional['Session'], result: RAGMessage) -> None:
     """Keep the reply as the session's last RAG message (:data:`LAST_RAG_MESSAGE_KEY`), for the outcome events of
     :mod:`rag_plugin.channels.events`."""
@@ -375,4 +401,4 @@ def remember(session: Optional['Session'], result: RAGMessage) -> None:
 
 
 __all__ = ['AnswerPipeline', 'Exit', 'LAST_RAG_MESSAGE_KEY', 'Question', 'SCOPE_KEY', 'STORE_UNAVAILABLE_ANSWER',
-           'check_k', 'find_llm', 'ground', 'llm_refused', 'overview_message', 'remember']
+           'check_k', 'find_llm', 'ground', 'llm_refused', 'not_found_answer', 'overview_message', 'remember']

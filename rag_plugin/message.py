@@ -25,7 +25,11 @@ SMALLTALK = 'smalltalk'
 """str: the outcome of a greeting, thanks or goodbye ("hi", "gracias", "bon dia"): not searched, answered with a
 greeting and what the documents cover; no sources, never cached."""
 
-OUTCOMES = (ANSWER, CLOSEST, NOT_FOUND, UNAVAILABLE, SMALLTALK)
+OTHER_LANGUAGE = 'other_language'
+"""str: the outcome of a question in another language than the documents' that the embedding model (English only)
+cannot match with them, when no passage is close: the reply says so in the question's language, no sources."""
+
+OUTCOMES = (ANSWER, CLOSEST, NOT_FOUND, UNAVAILABLE, SMALLTALK, OTHER_LANGUAGE)
 """tuple[str, ...]: every value of :attr:`RAGMessage.outcome`."""
 
 
@@ -74,8 +78,8 @@ class RAGMessage:
         sources (list[dict]): ``{n, source, page, chunk_id, score, cited}`` per fragment, ``n`` being the number
             the answer's ``[n]`` markers use; those the answer cites first
         confidence (str): ``high``, ``medium`` or ``low``
-        abstained (bool): True when the reply is not an answer: ``outcome`` ``closest``, ``not_found`` or
-            ``unavailable`` (BBF code that checks it keeps working)
+        abstained (bool): True when the reply is not an answer: ``outcome`` ``closest``, ``not_found``,
+            ``unavailable`` or ``other_language`` (BBF code that checks it keeps working)
         degraded (bool): True when the LLM failed and the extractive answerer answered instead
         query (str): the query that was actually searched (a rewrite of the question in a conversation)
         cited (list[int]): the fragment numbers the answer cites (1-based, valid ones only)
@@ -85,11 +89,14 @@ class RAGMessage:
         note (str | None): what the user should know about how the question was taken: ``'question too long: only
             its first 4000 of 9000 characters were used'``; None when nothing
         outcome (str): ``answer``, ``closest`` (the closest passages, shown as such: ``sources`` are exactly the
-            passages shown), ``not_found`` or ``unavailable`` (the store failed); by default ``not_found`` when
+            passages shown), ``not_found``, ``unavailable`` (the store failed), ``smalltalk`` or ``other_language``
+            (an English-only model could not match a question in another language); by default ``not_found`` when
             ``abstained``, ``unavailable`` when also ``degraded``, else ``answer``
         grounding (dict | None): what the grounding check found and did, per sentence
             (:meth:`rag_plugin.grounding.Grounding.to_dict`: ``mode``, counts, and ``sentences`` with ``text``,
             ``cited``, ``supportedBy``, ``score``, ``action``); None when the check did not run (no answer)
+        language (str | None): the language the plugin's own words in the reply are in (``en``, ``es`` or ``ca``:
+            :func:`rag_plugin.wording.reply_language`; the channels label the reply in it); None: not chosen
 
     Attributes:
         llm_name (str): the name of the LLM that generated the answer
@@ -105,15 +112,16 @@ class RAGMessage:
         category (str | None): the topic of the answer (None when abstaining)
         cached (bool): whether the answer comes from the answer cache
         note (str | None): what the user should know about how the question was taken (None: nothing)
-        outcome (str): ``answer``, ``closest``, ``not_found`` or ``unavailable``
+        outcome (str): ``answer``, ``closest``, ``not_found``, ``unavailable``, ``smalltalk`` or ``other_language``
         grounding (dict | None): what the grounding check found and did (None: it did not run)
+        language (str | None): the language of the plugin's own words in the reply
     """
 
     def __init__(self, llm_name: str, question: str, answer: str, docs: list[Document],
                  sources: Optional[list[dict]] = None, confidence: str = 'low', abstained: bool = False,
                  degraded: bool = False, query: Optional[str] = None, cited: Optional[list[int]] = None,
                  category: Optional[str] = None, cached: bool = False, note: Optional[str] = None,
-                 outcome: Optional[str] = None, grounding: Optional[dict] = None):
+                 outcome: Optional[str] = None, grounding: Optional[dict] = None, language: Optional[str] = None):
         self.llm_name: str = llm_name
         self.question: str = question
         self.answer: str = answer
@@ -133,6 +141,7 @@ class RAGMessage:
             raise ValueError(f'outcome must be one of {", ".join(OUTCOMES)}, got {outcome!r}')
         self.outcome: str = outcome
         self.grounding: Optional[dict] = grounding
+        self.language: Optional[str] = language
 
     def to_dict(self) -> dict:
         """Return BBF's keys (``llm_name``, ``question``, ``answer``, ``docs``) plus this plugin's fields."""
@@ -144,6 +153,7 @@ class RAGMessage:
             'sources': self.sources, 'confidence': self.confidence, 'abstained': self.abstained,
             'degraded': self.degraded, 'query': self.query, 'cited': self.cited, 'category': self.category,
             'cached': self.cached, 'note': self.note, 'outcome': self.outcome, 'grounding': self.grounding,
+            'language': self.language,
         })
         return result
 
@@ -157,7 +167,7 @@ class RAGMessage:
                    abstained=bool(data.get('abstained')), degraded=bool(data.get('degraded')),
                    query=data.get('query'), cited=data.get('cited'), category=data.get('category'),
                    cached=bool(data.get('cached')), note=data.get('note'), outcome=data.get('outcome'),
-                   grounding=data.get('grounding'))
+                   grounding=data.get('grounding'), language=data.get('language'))
 
 
 class SessionRAGMessage(dict):

@@ -13,6 +13,7 @@ from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 from langchain_text_splitters import TextSplitter
 
+from rag_plugin._documents_language import DocumentsLanguage
 from rag_plugin.augment import DEFAULT_LLM_PROMPT
 from rag_plugin._build import build_parts, rag_settings
 from rag_plugin.cache import SemanticCache
@@ -116,7 +117,10 @@ class RAG(DocumentsAPI, ContextAPI):
         ingestor (Ingestor): writes documents to the store
         history (ConversationHistory): per-session turns (memory first, the monitoring DB for unknown sessions)
         rewriter (QueryRewriter): turns follow-ups into standalone queries
-        not_found_answer (str): the answer when nothing relevant is found
+        not_found_answer (str): the answer when nothing relevant is found (the default is worded in each reply's
+            language; one of the bot's own is left as written)
+        language (str): ``rag.language``: the language of the plugin's own words when neither the question, the
+            session nor the documents tell it (:mod:`rag_plugin.wording`)
         max_question_chars (int): longer questions are cut to this many characters
         closest_on_llm_refusal (bool): a generative LLM's refusal shows the closest passages (else not found)
         grounding (GroundingCheck): checks each sentence of an answer against the fragments (``rag.grounding``)
@@ -170,6 +174,9 @@ class RAG(DocumentsAPI, ContextAPI):
         self.rewriter, self.tracer, self.cache = parts.rewriter, parts.tracer, parts.cache
         self.closest_answerer, self.reranker, self.grounding = parts.closest_answerer, parts.reranker, parts.grounding
         self._cache_stage, self._writes = parts.cache_stage, parts.writes
+        self.language = s['language']
+        self._documents_language = DocumentsLanguage(vector_store, getattr(self.ingestor, 'ledger', None))
+        self.ingestor.on_change.append(self._documents_language.invalidate)
         self._context, self._pipeline = None, AnswerPipeline(self.components)  # the context engine: on first use
         if not self.session_scoped:
             self.host.register_rag(bot, self)
@@ -201,7 +208,7 @@ class RAG(DocumentsAPI, ContextAPI):
             closest_on_llm_refusal=self.closest_on_llm_refusal, history=self.history, rewriter=self.rewriter,
             session_uploads=self.session_uploads, reranker=self.reranker, closest_answerer=self.closest_answerer,
             grounding=self.grounding, cache_stage=self._cache_stage, tracer=self.tracer, writes=self._writes,
-            context=lambda: self.context)
+            context=lambda: self.context, language=self.language, documents_language=self._documents_language)
 
     def is_generative(self, llm_name: Optional[str] = None) -> bool:
         """Whether the LLM (default: the RAG's) writes answers from a prompt, unlike the extractive answerer."""

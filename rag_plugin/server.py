@@ -228,9 +228,9 @@ def _unavailable(parts: dict[str, Any]) -> list[str]:
 
 
 def _store_unavailable(result: Any) -> bool:
-    """Whether a :class:`~rag_plugin.RAGMessage` is the store-unavailable answer (retrieval failed)."""
-    from rag_plugin.rag import STORE_UNAVAILABLE_ANSWER
-    return result.abstained and result.degraded and result.answer == STORE_UNAVAILABLE_ANSWER
+    """Whether a :class:`~rag_plugin.RAGMessage` is the store-unavailable answer (retrieval failed; in any language)."""
+    from rag_plugin.message import UNAVAILABLE
+    return result.abstained and result.degraded and result.outcome == UNAVAILABLE
 
 
 def create_app(rag: 'RAG', api_key: Optional[str] = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, *,

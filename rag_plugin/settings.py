@@ -175,6 +175,8 @@ RAG_VOCABULARY_LANGUAGES = Setting('vocabulary_languages', str, None, 'guard (ex
                                    'calibration: en, or en,es,ca for e5-multilingual)')
 RAG_NOT_FOUND_ANSWER = Setting('not_found_answer', str, DEFAULT_NOT_FOUND_ANSWER, 'the answer when the documents do '
                                'not contain it')
+RAG_LANGUAGE = Setting('language', str, 'en', "the language of the plugin's own words (en, es or ca) when neither "
+                       "the question's words, the session's last reply nor the documents tell it")
 RAG_EMBEDDING_MODEL = Setting('embedding_model', str, 'minilm', 'minilm (bundled all-MiniLM-L6-v2), e5-multilingual '
                               '(extra [multilingual]), openai:<model>, or a sentence-transformers path; a store keeps '
                               'the model that filled it', env='RAG_PLUGIN_EMBEDDING_MODEL')

@@ -30,7 +30,7 @@ Not ``rag_plugin`` itself: its names are imported lazily from every layer."""
 STORE_MUST_NOT_IMPORT = ('rag_plugin.ingest', 'rag_plugin.rag', 'rag_plugin.defaults', 'rag_plugin.generate')
 """tuple[str, ...]: the layers above the store, named in the failure message when one of them is imported."""
 
-PUBLIC_MODULES = ('rag', 'message', 'settings', 'defaults', 'errors', 'server', 'standalone', 'calibrate',
+PUBLIC_MODULES = ('rag', 'message', 'wording', 'settings', 'defaults', 'errors', 'server', 'standalone', 'calibrate',
                   'retrieve', 'rewrite', 'rerank', 'guard', 'augment')
 """tuple[str, ...]: the top-level modules of ``rag_plugin/`` that are public (users import them, or the pipeline's
 stages); every other top-level helper module is private (``_name.py``), behind ``rag_plugin/__init__.py``'s exports."""

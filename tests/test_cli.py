@@ -111,6 +111,20 @@ def test_ask_prints_the_closest_passages_with_their_sources(corpus_store_dir, tm
     assert last == '(extractive, confidence: low, the closest passages)'
 
 
+def test_ask_in_spanish_over_the_english_guides_replies_in_spanish(corpus_store_dir, tmp_path):
+    """Issue 43: a Spanish question the English-only model cannot match: the reply and the labels of ``ask`` are
+    Spanish (the documents are said to be in English), never "not found"."""
+    args = ('ask', '¿cuánto cuesta el plan de equipo?', '--store', str(corpus_store_dir),
+            '--trace-file', str(tmp_path / 't.jsonl'))
+    data = json.loads(cli(*args, '--json').stdout)
+    plain = cli(*args)
+    assert plain.returncode == 0, plain.stderr
+    assert data['language'] == 'es' and data['outcome'] in ('other_language', 'closest')
+    assert plain.stdout.startswith('Los documentos están en inglés'), plain.stdout
+    last = plain.stdout.strip().splitlines()[-1]
+    assert last.startswith('(extractive, confianza: low, ') and 'confidence' not in plain.stdout, plain.stdout
+
+
 @pytest.mark.parametrize('question', ['', '   '])
 def test_empty_question_is_a_one_line_error(question, tmp_path):
     result = cli('ask', question, '--store', str(tmp_path / 'store'))

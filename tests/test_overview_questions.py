@@ -71,7 +71,12 @@ def test_an_overview_question_gets_the_documents_and_their_topics(make_rag, tmp_
 
     spanish = rag.run(message='¿De qué tratan estos documentos?')
     assert not spanish.abstained and spanish.category == 'overview'
-    assert spanish.answer == result.answer  # the same overview: the question only chose the route
+    # the same overview (the question only chose the route), its own lines in Spanish (issue 43)
+    assert spanish.language == 'es' and spanish.sources == result.sources
+    assert spanish.answer.startswith('Puedo responder preguntas sobre estos documentos (5):')
+    assert 'Podrías preguntar, por ejemplo:\n- What about ' in spanish.answer
+    english_lines = {line for line in result.answer.splitlines() if line.startswith('- ')}
+    assert english_lines <= set(spanish.answer.splitlines())
 
 
 def test_the_overview_follows_the_sessions_scope(make_rag):

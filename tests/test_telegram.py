@@ -652,3 +652,20 @@ def test_a_greeting_reaches_telegram_greeted_back_without_a_search_or_sources(te
     assert unescape_html(server.sent_texts()[1]).startswith('¡Hola!')
     text = unescape_html(thanked.params['text'])
     assert text.startswith('De res!') and 'Sources:' not in text and "can't find" not in text
+
+
+def test_a_spanish_question_over_english_guides_is_answered_in_spanish_on_telegram(telegram_server, make_rag):
+    """Issue 43: the English-only model cannot match "¿cuánto cuesta el plan de equipo?" with the English guides: the
+    reply says so in Spanish (never "not found", no English sentence of the plugin's), its footer too."""
+    from rag_plugin.wording import MESSAGES
+    server = telegram_server
+    bot = new_telegram_bot(lambda bot, platform: rag_states(bot, platform, lambda b: make_rag(bot=b)))
+    with telegram_bot_running(bot, server):
+        server.push_text(CHAT_ID, '¿cuánto cuesta el plan de equipo?')
+        server.wait_for('sendMessage', 2, timeout=60)
+        replied = last_rag_message(bot)
+    assert replied.language == 'es' and replied.outcome in ('other_language', 'closest')
+    text = unescape_html(server.sent_texts()[-1])
+    assert text.startswith('Los documentos están en inglés'), text
+    english = [m['en'] for m in MESSAGES.values() if len(m['en']) > 12]
+    assert not any(line in text for line in english) and 'Sources:' not in text, text

@@ -467,6 +467,12 @@ def test_web_chat_answers_with_sources_not_found_upload_and_streaming(browser, c
         assert len(seen) >= 2, records
         assert all(final_text.startswith(text) for text in seen), (seen, final_text)
         assert {count for _, count in records} == {bubbles(page).count()}, 'the partial bubble was not replaced'
+
+        # A Spanish question over the English guides (issue 43): the reply says why in Spanish, labelled in Spanish
+        ask(page, '¿cuánto cuesta el plan de equipo?')
+        spanish = bubbles(page).filter(has_text='Los documentos están en inglés').last
+        expect(spanish.locator('.rag-badge')).to_have_text(re.compile('^(Otro idioma|Pasajes más cercanos)$'))
+        expect(spanish).not_to_contain_text('documents')
         page.screenshot(path=str(tmp_path / 'webchat_end.png'), full_page=True)
 
 

@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Optional, Union
 
+from rag_plugin.wording import say
 from rag_plugin.message import CLOSEST
 
 if TYPE_CHECKING:
@@ -56,7 +57,8 @@ MARKDOWN_V2 = 'MarkdownV2'
 """str: Telegram's MarkdownV2 parse mode."""
 
 SOURCES_HEADER = 'Sources:'
-"""str: the first line of the footer (bold in HTML and MarkdownV2)."""
+"""str: the first line of the footer (bold in HTML and MarkdownV2), in English; a reply's footer is in its own
+``language`` (``MESSAGES['label_sources']``)."""
 
 SEND_TIMEOUT = 60.0
 """float: seconds to wait for Telegram to accept one message before giving up on the rest of the answer."""
@@ -321,7 +323,9 @@ def format_rag_message(rag_message: Union['RAGMessage', Mapping], parse_mode: Op
     lines = source_lines(rag_message, only_cited)
     if not lines:
         return parts
-    footer = _pack_lines([bold(SOURCES_HEADER, parse_mode)] + [escape(line, parse_mode) for line in lines],
+    language = _field(rag_message, 'language')
+    header = say('label_sources', language if isinstance(language, str) else 'en') + ':'
+    footer = _pack_lines([bold(header, parse_mode)] + [escape(line, parse_mode) for line in lines],
                          max_length)
     if parts and telegram_length(parts[-1]) + 2 + telegram_length(footer[0]) <= max_length:
         parts[-1] += '\n\n' + footer.pop(0)

@@ -32,6 +32,7 @@ from typing import IO, TYPE_CHECKING, Any, Optional, Sequence, Union
 
 from rag_plugin._rag_documents import MAX_UPLOAD_MB
 from rag_plugin.host import Host, host_of
+from rag_plugin.wording import LANGUAGE_KEY, say
 
 if TYPE_CHECKING:
     from besser.bot.core.bot import Bot
@@ -243,20 +244,30 @@ def use_rag_webchat(bot: 'Bot', headless: bool = True, ui_log: Union[str, IO, No
     return platform
 
 
-def describe_ingestion(report: 'IngestReport') -> str:
-    """Word the outcome of an upload for the user, e.g. ``Added report.pdf: 12 chunks.`` or the skip reason."""
+def describe_ingestion(report: 'IngestReport', session: Any = None, language: Optional[str] = None) -> str:
+    """Word the outcome of an upload for the user, e.g. ``Added report.pdf: 12 chunks.`` or the skip reason, in the
+    session's language (that of its last reply, :mod:`rag_plugin.wording`; ``language`` when given; else English).
+
+    Args:
+        report (IngestReport): what ``rag.add_file`` did
+        session (Session): the user's session (its last reply's language is used)
+        language (str): the language (``en``, ``es`` or ``ca``), over the session's
+    """
+    if language is None and session is not None and hasattr(session, 'get'):
+        language = session.get(LANGUAGE_KEY)
     lines = []
     for f in report.files:
         name = Path(f.source_id).name or f.source_id
-        chunks = f"{f.chunks} chunk{'s' if f.chunks != 1 else ''}"
+        chunks = say('chunks_one', language) if f.chunks == 1 else say('chunks_many', language, n=f.chunks)
         if f.status == 'added':
-            lines.append(f'Added {name}: {chunks}. You can ask about it now.')
+            lines.append(say('upload_added', language, name=name, chunks=chunks))
         elif f.status == 'updated':
-            lines.append(f'Updated {name}: {chunks}.')
+            lines.append(say('upload_updated', language, name=name, chunks=chunks))
         elif f.status == 'unchanged':
-            lines.append(f'{name} is already in the documents ({chunks}); nothing changed.')
+            lines.append(say('upload_unchanged', language, name=name, chunks=chunks))
         elif f.status == 'skipped':
-            lines.append(f'Could not add {name}: {f.reason or "it could not be read"}.')
+            lines.append(say('upload_failed', language, name=name,
+                             reason=f.reason or say('upload_unreadable', language)))
         else:
             lines.append(f'{name}: {f.status}.')
-    return '\n'.join(lines) or 'Nothing was added.'
+    return '\n'.join(lines) or say('upload_nothing', language)

@@ -8,11 +8,13 @@ import os
 import sys
 
 from rag_plugin.cli.common import UsageError, build_rag, print_note, require_question, require_store
+from rag_plugin.wording import say
 
-_OUTCOME_LABELS = {'closest': ', the closest passages', 'not_found': ', not found',
-                   'unavailable': ', the store is unavailable',
-                   'smalltalk': ', small talk: not searched'}
-"""dict[str, str]: how ``ask`` names an outcome other than an answer in its last line."""
+_OUTCOME_LABELS = {'closest': 'label_outcome_closest', 'not_found': 'label_outcome_not_found',
+                   'unavailable': 'label_outcome_unavailable', 'smalltalk': 'label_outcome_smalltalk',
+                   'other_language': 'label_outcome_other_language'}
+"""dict[str, str]: the message (:mod:`rag_plugin.wording`) that names an outcome other than an answer in ``ask``'s last
+line."""
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
@@ -30,17 +32,21 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(json.dumps({'answer': result.answer, 'cited': result.cited, 'sources': sources,
                           'llm_name': result.llm_name, 'confidence': result.confidence,
                           'abstained': result.abstained, 'degraded': result.degraded, 'cached': result.cached,
-                          'note': result.note, 'outcome': result.outcome},
+                          'note': result.note, 'outcome': result.outcome, 'language': result.language},
                          indent=2, ensure_ascii=False))
         return 0
     print(result.answer)
+    language = result.language or 'en'
     if sources:
-        print('\nSources (* cited):')
+        print('\n' + say('label_sources_cited', language))
         for s in sources:
-            page = f', page {s["page"]}' if s['page'] is not None else ''
-            print(f'  {"*" if s["cited"] else " "}[{s["n"]}] {s["source"]}{page} (score {s["score"]:.2f})')
-    print(f'\n({result.llm_name}, confidence: {result.confidence}{_OUTCOME_LABELS.get(result.outcome, "")}'
-          + (', degraded' if result.degraded else '') + (', from the answer cache' if result.cached else '') + ')')
+            where = say('page', language, source=s['source'], page=s['page']) if s['page'] is not None else s['source']
+            print(f'  {"*" if s["cited"] else " "}[{s["n"]}] {where} (score {s["score"]:.2f})')
+    labels = [f'{say("label_confidence", language)}: {result.confidence}']
+    labels += [say(_OUTCOME_LABELS[result.outcome], language)] if result.outcome in _OUTCOME_LABELS else []
+    labels += [say('label_degraded', language)] if result.degraded else []
+    labels += [say('label_cached', language)] if result.cached else []
+    print(f'\n({result.llm_name}, {", ".join(labels)})')
     return 0
 
 

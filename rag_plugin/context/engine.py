@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from langchain_core.documents import Document
 
+from rag_plugin.wording import say
 from rag_plugin._components import RAGComponents
 from rag_plugin.context.catalog import SourceCatalog
 from rag_plugin.context.gather import ContextRetriever, Gathered
@@ -31,7 +32,7 @@ from rag_plugin.context.package import Packager
 from rag_plugin.context.request import RequestParser
 from rag_plugin.context.settings import DEFAULT_BOOSTS, ContextSettings
 from rag_plugin.context.suggest import Suggestion, SuggestionChecker, SuggestionPicker
-from rag_plugin.context.synthesis import EMPTY_SCOPE_ANSWER, ContextWriter, resolve_outside_code
+from rag_plugin.context.synthesis import ContextWriter, resolve_outside_code
 from rag_plugin.store.question_view import question_view
 
 if TYPE_CHECKING:
@@ -142,7 +143,8 @@ class ContextEngine:
         return Overview(answer, docs, cited)
 
     @question_view()
-    def overview(self, scope: Any = None, llm_name: Optional[str] = None, **scope_keywords: Any) -> Overview:
+    def overview(self, scope: Any = None, llm_name: Optional[str] = None, language: str = 'en',
+                 **scope_keywords: Any) -> Overview:
         """The answer to "what is this about?" / "what can you help me with?": the documents in scope with their
         topics (section headings), the bootstrap's summary, and questions the RAG answers (:meth:`suggestions`); it
         cites the bootstrap's items, one per document at least.
@@ -150,15 +152,16 @@ class ContextEngine:
         Args:
             scope (Scope | dict): as :meth:`retrieve`; or keywords ``source_id``, ``source_ref``, ``tags``
             llm_name (str): the LLM for the summary (default: the RAG's; offline it is extractive)
+            language (str): the language of the plugin's own lines (``en``, ``es``, ``ca``)
         """
         request = self.parser.parse('', 'bootstrap', 'auto', scope, None, scope_keywords)
         gathered = self.retriever.gather(request)
         docs = gathered.docs
         if not docs:
-            return Overview(EMPTY_SCOPE_ANSWER, [], [])
+            return Overview(say('empty_scope', language), [], [])
         summary = self.writer.summary(gathered, self.writer.llm(llm_name))
         suggestions = self.suggestions('', 3, request.resolved.scope)
-        answer, cited = self.writer.overview(gathered, docs, summary, suggestions)
+        answer, cited = self.writer.overview(gathered, docs, summary, suggestions, language)
         return Overview(answer, docs, cited)
 
     @question_view()

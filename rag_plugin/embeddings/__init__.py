@@ -27,7 +27,11 @@ OPENAI_PREFIX = 'openai:'
 BUNDLED = (MINILM, E5_MULTILINGUAL)
 """tuple[str, ...]: the models that ship in packages (no key, no network)."""
 
-__all__ = ['MINILM', 'E5_MULTILINGUAL', 'OPENAI_PREFIX', 'BUNDLED', 'model_id']
+ENGLISH_ONLY_MODELS = frozenset({'sentence-transformers/all-MiniLM-L6-v2'})
+"""frozenset[str]: the models (as a store records them, :func:`model_id`) that read English only: a question in
+another language shares no meaning with English documents in their vectors (docs/embeddings.md)."""
+
+__all__ = ['MINILM', 'E5_MULTILINGUAL', 'ENGLISH_ONLY_MODELS', 'OPENAI_PREFIX', 'BUNDLED', 'english_only', 'model_id']
 
 
 def model_id(embeddings: object) -> str:
@@ -41,3 +45,8 @@ def model_id(embeddings: object) -> str:
     if inner is not None and inner is not embeddings:
         return model_id(inner)
     return type(embeddings).__name__
+
+
+def english_only(embeddings: object) -> bool:
+    """Whether the embeddings read English only (:data:`ENGLISH_ONLY_MODELS`); None embeddings: no."""
+    return embeddings is not None and model_id(embeddings) in ENGLISH_ONLY_MODELS

@@ -17,14 +17,15 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 from rag_plugin.errors import RAGPluginError
 from rag_plugin.generate.extractive import ExtractiveAnswerer, Extraction, is_extractive
 from rag_plugin.settings import DEFAULT_BREAKER_COOL_DOWN, DEFAULT_BREAKER_FAILURES, DEFAULT_DEADLINE
+from rag_plugin.wording import say
 
 logger = logging.getLogger(__name__)
 
 TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
-DEFAULT_DEGRADED_NOTE = ('(The language model is unavailable right now; '
-                         'these are the most relevant passages from the documents.)')
-"""str: put before a fallback answer so the user knows it is extracted, not generated."""
+DEFAULT_DEGRADED_NOTE = say('degraded_note')
+"""str: put before a fallback answer so the user knows it is extracted, not generated (in English; the reply's
+language is used for it, ``MESSAGES['degraded_note']``, unless another note is given)."""
 
 
 class LLMTimeout(RAGPluginError, TimeoutError):
@@ -286,7 +287,8 @@ class ResilientGenerator:
     def generate(self, llm: Any, prompt: str, question: str, docs: list[Document],
                  embeddings: Optional[Embeddings] = None,
                  on_partial: Optional[Callable[[str], None]] = None, query: Optional[str] = None,
-                 synonyms: Optional[dict[str, str]] = None, deadline: Optional[Deadline] = None) -> Generation:
+                 synonyms: Optional[dict[str, str]] = None, deadline: Optional[Deadline] = None,
+                 language: Optional[str] = None) -> Generation:
         """Answer with ``llm`` (extractive LLMs get the fragments directly), never raising.
 
         Args:
@@ -301,6 +303,7 @@ class ResilientGenerator:
             query (str): the standalone search query of a follow-up (for extractive answering)
             synonyms (dict[str, str]): question words the documents say otherwise (for extractive answering)
             deadline (Deadline): the question's deadline (what the rewrite left of it); a new one if none is given
+            language (str): the language of the fallback's note (default: English)
         """
         if is_extractive(llm):  # extractive: structured input, no prompt parsing
             extraction = (llm.select(question, docs, embeddings, query, synonyms)
@@ -311,7 +314,7 @@ class ResilientGenerator:
         deadline = deadline or self.start()
         breaker = self.breaker(llm.name)
         if not breaker.allow():
-            return self._fallback(question, docs, embeddings, 0, query, synonyms,
+            return self._fallback(question, docs, embeddings, 0, query, synonyms, language,
                                   f'LLM skipped: circuit breaker open (retry in {breaker.retry_in():.0f} s)')
         attempts = 0
 
@@ -369,11 +372,13 @@ class ResilientGenerator:
                 breaker.cancel()
             logger.error('[RAG] LLM %s failed after %d attempt(s): %s: %s; answering extractively',
                          llm.name, attempts, type(e).__name__, e)
-            return self._fallback(question, docs, embeddings, attempts, query, synonyms, f'{type(e).__name__}: {e}')
+            return self._fallback(question, docs, embeddings, attempts, query, synonyms, language,
+                                  f'{type(e).__name__}: {e}')
 
     def _fallback(self, question: str, docs: list[Document], embeddings: Optional[Embeddings], attempts: int,
-                  query: Optional[str], synonyms: Optional[dict[str, str]], error: str) -> Generation:
+                  query: Optional[str], synonyms: Optional[dict[str, str]], language: Optional[str],
+                  error: str) -> Generation:
         extraction = self.fallback.select(question, docs, embeddings, query, synonyms)
-        answer = (f'{self.degraded_note}\n\n{extraction.text}' if self.degraded_note and extraction.text
-                  else extraction.text)
+        note = say('degraded_note', language) if self.degraded_note == DEFAULT_DEGRADED_NOTE else self.degraded_note
+        answer = f'{note}\n\n{extraction.text}' if note and extraction.text else extraction.text
         return Generation(answer, 'extractive', attempts, degraded=True, error=error, support=extraction.support)

@@ -25,6 +25,8 @@ from rag_plugin._citations import resolve_citations
 from rag_plugin.embeddings.calibration import calibration_of
 from rag_plugin.grounding.claims import MARKERS, Claim, Line, complete_part, read_answer, rebuild, with_markers
 from rag_plugin.grounding.support import Support, SupportScorer
+from rag_plugin.text import question_language
+from rag_plugin.wording import say
 
 REMOVE = 'remove'
 FLAG = 'flag'
@@ -32,7 +34,7 @@ OFF = 'off'
 MODES = (REMOVE, FLAG, OFF)
 """tuple[str, ...]: the values of ``rag.grounding``."""
 
-FLAG_NOTE = ' (not in the sources)'
+FLAG_NOTE = say('not_in_sources')
 """str: what ``flag`` adds to a sentence no fragment supports (before its closing punctuation)."""
 
 KEPT, CORRECTED, REMOVED, FLAGGED, NOT_A_CLAIM, UNCHECKED = (
@@ -143,10 +145,10 @@ class Grounding:
 
 def flagged(claim: Claim) -> str:
     """The sentence without its markers (no fragment supports it) and with :data:`FLAG_NOTE` before its closing
-    punctuation."""
+    punctuation, in the sentence's language (``MESSAGES['not_in_sources']``: the note is read inside it)."""
     body = MARKERS.sub('', claim.written).rstrip()
     end = len(body.rstrip('.!?;'))
-    return body[:end] + FLAG_NOTE + body[end:]
+    return body[:end] + say('not_in_sources', question_language(body)) + body[end:]
 
 
 class GroundingCheck:

@@ -13,7 +13,7 @@ import math
 import re
 import unicodedata
 from functools import lru_cache
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Optional
 
 from rag_plugin.text.stopwords import CATALAN, ENGLISH, ENGLISH_INFORMAL, SPANISH, STOP_WORDS
 
@@ -195,13 +195,27 @@ _LANGUAGE_MARKERS = {
 _FOLDED_MARKERS = {lang: {fold(m) for m in markers} for lang, markers in _LANGUAGE_MARKERS.items()}
 
 
+_SPANISH_MARKS = re.compile('[¿¡ñÑ]')
+_CATALAN_MARKS = re.compile('[àèòçÀÈÒÇ]|l·l', re.IGNORECASE)
+
+
 def language(text: str) -> str:
     """The language of a short text, ``en``, ``es`` or ``ca``, by its function words ("¿cuántos libros puedo...",
-    "quant costa l'abonament"); English when none tells."""
+    "quant costa l'abonament"); English when none tells (see :func:`question_language`)."""
+    return question_language(text) or 'en'
+
+
+def question_language(text: str) -> Optional[str]:
+    """The language of a short text, ``en``, ``es`` or ``ca``, by its function words and marks ("¿cuántos libros
+    puedo...", "quant costa l'abonament"); None when none tells ("precio plan equipo", "ok")."""
     folded = [fold(w) for w in WORD.findall(text)]
     counts = {lang: sum(w in markers for w in folded) for lang, markers in _FOLDED_MARKERS.items()}
+    if _SPANISH_MARKS.search(text):  # the spelling tells when no function word does ("tamaño max de adjunto")
+        counts['es'] += 1
+    if _CATALAN_MARKS.search(text):
+        counts['ca'] += 1
     best = max(counts, key=lambda lang: (counts[lang], lang == 'en'))
-    return best if counts[best] else 'en'
+    return best if counts[best] else None
 
 
 def printable(text: str) -> str:

@@ -9,6 +9,9 @@ HTML. Stable CSS classes (for styles and browser tests):
 * ``rag-answer rag-closest``: the box of a reply that shows the closest passages (outcome ``closest``), labelled
   ``rag-badge-closest`` ("Closest passages"): its preface, then each passage (``rag-passage``,
   with its citation marker); the passages' sources follow, like an answer's
+* ``rag-answer rag-abstained`` labelled ``rag-badge-other-language`` ("Another language"): a question an English-only
+  model could not match with English documents (outcome ``other_language``)
+* every label is in the reply's ``language`` (:mod:`rag_plugin.wording`)
 * ``rag-degraded-note``: the note above a fallback answer, labelled ``rag-badge-degraded`` ("Fallback answer")
 * ``rag-note``: what the user should know about how the question was taken (the answer's ``note``: a question over
   the length limit was cut), above the answer
@@ -24,19 +27,25 @@ import re
 from typing import Any, Optional
 
 from rag_plugin._section_spans import SECTION_SPANS_KEY, parse_spans, section_at
+from rag_plugin.wording import say
 
-NOT_FOUND_LABEL = 'Not found in the documents'
-"""str: the label of an answer that abstained (nothing relevant in the documents)."""
+NOT_FOUND_LABEL = say('label_not_found')
+"""str: the label of an answer that abstained (nothing relevant in the documents), in English; each reply is labelled
+in its own ``language`` (:mod:`rag_plugin.wording`)."""
 
-CLOSEST_LABEL = 'Closest passages'
-"""str: the label of a reply that shows the passages closest to the question (outcome ``closest``)."""
+CLOSEST_LABEL = say('label_closest')
+"""str: the label of a reply that shows the passages closest to the question (outcome ``closest``), in English."""
+
+OTHER_LANGUAGE = 'other_language'
+"""str: the outcome of a question an English-only model could not match (:data:`rag_plugin.message.OTHER_LANGUAGE`,
+not imported, as :data:`CLOSEST`)."""
 
 CLOSEST = 'closest'
 """str: the outcome of such a reply (:data:`rag_plugin.message.CLOSEST`, not imported: that module loads LangChain,
 which the web chat does not need). A message without ``outcome`` (an older one) is never ``closest``."""
 
-DEGRADED_LABEL = 'Fallback answer'
-"""str: the label of an answer extracted after the language model failed."""
+DEGRADED_LABEL = say('label_fallback')
+"""str: the label of an answer extracted after the language model failed, in English."""
 
 SNIPPET_CHARS = 280
 """int: the longest snippet of a source, in characters."""
@@ -57,6 +66,7 @@ CSS = """
 .rag-closest { border-left: 4px solid #0369a1; background: rgba(14, 165, 233, 0.08); border-radius: 6px;
   padding: 0.55rem 0.8rem; }
 .rag-badge-closest { background: #0369a1; color: #fff; }
+.rag-badge-other-language { background: #6d28d9; color: #fff; }
 .rag-passage { margin: 0.4rem 0 0 0; padding: 0.1rem 0 0.1rem 0.7rem; border-left: 2px solid rgba(3, 105, 161, 0.45);
   font-style: italic; }
 .rag-degraded-note { border-left: 4px solid #dc2626; background: rgba(239, 68, 68, 0.08); border-radius: 6px;
@@ -244,13 +254,21 @@ def sources_html(message: dict) -> str:
     others = [n for n in range(1, len(docs) + 1) if n not in cited]
     shown = cited or others
     folded = others if cited else []
-    answer = message.get('answer')
+    answer, language = message.get('answer'), _language(message)
     body = ''.join(source_html(n, docs[n - 1], n in cited, answer) for n in shown)
     if folded:
-        label = f'{len(folded)} more retrieved fragment{"s" if len(folded) != 1 else ""}'
+        label = (say('label_more_fragment', language) if len(folded) == 1 else
+                 say('label_more_fragments', language, n=len(folded)))
         body += (f'<details class="rag-more"><summary>{label}</summary>'
                  f'{"".join(source_html(n, docs[n - 1], False) for n in folded)}</details>')
-    return f'<div class="rag-sources"><div class="rag-sources-title">Sources</div>{body}</div>'
+    return (f'<div class="rag-sources"><div class="rag-sources-title">{say("label_sources", language)}</div>'
+            f'{body}</div>')
+
+
+def _language(message: dict) -> str:
+    """The language a reply is labelled in: its own (``language``), else English."""
+    language = message.get('language')
+    return language if isinstance(language, str) else 'en'
 
 
 def closest_html(message: dict) -> str:
@@ -264,21 +282,27 @@ def closest_html(message: dict) -> str:
         elif line:
             lines.append(f'<div class="rag-closest-text">{answer_markdown(line)}</div>')
     return (f'<div class="rag-answer rag-closest" data-rag-status="closest">'
-            f'<span class="rag-badge rag-badge-closest">{CLOSEST_LABEL}</span>{"".join(lines)}</div>')
+            f'<span class="rag-badge rag-badge-closest">{say("label_closest", _language(message))}</span>'
+            f'{"".join(lines)}</div>')
 
 
 def status_html(message: dict) -> str:
     """The label of an answer that is not a normal one: the closest passages, not found, or degraded; '' otherwise."""
+    language = _language(message)
     if message.get('outcome') == CLOSEST:
         return closest_html(message)
+    if message.get('outcome') == OTHER_LANGUAGE:
+        return (f'<div class="rag-answer rag-abstained" data-rag-status="other-language">'
+                f'<span class="rag-badge rag-badge-other-language">{say("label_other_language", language)}</span>'
+                f'<div class="rag-abstained-text">{escape(message.get("answer")).replace(chr(10), "<br>")}</div></div>')
     if message.get('abstained'):
         return (f'<div class="rag-answer rag-abstained" data-rag-status="not-found">'
-                f'<span class="rag-badge rag-badge-not-found">{NOT_FOUND_LABEL}</span>'
+                f'<span class="rag-badge rag-badge-not-found">{say("label_not_found", language)}</span>'
                 f'<div class="rag-abstained-text">{escape(message.get("answer")).replace(chr(10), "<br>")}</div></div>')
     if message.get('degraded'):
         return (f'<div class="rag-degraded-note" data-rag-status="degraded">'
-                f'<span class="rag-badge rag-badge-degraded">{DEGRADED_LABEL}</span>'
-                f'the language model failed; these are passages extracted from the documents.</div>')
+                f'<span class="rag-badge rag-badge-degraded">{say("label_fallback", language)}</span>'
+                f'{say("label_fallback_note", language)}</div>')
     return ''
 
 
@@ -289,11 +313,11 @@ def note_html(message: dict) -> str:
 
 def meta_html(message: dict) -> str:
     """A small line under the answer: which model answered, and the confidence."""
-    parts = []
+    parts, language = [], _language(message)
     if message.get('llm_name'):
-        parts.append(f'answered by {escape(message["llm_name"])}')
+        parts.append(say('label_answered_by', language, name=escape(message['llm_name'])))
     if message.get('confidence') and not message.get('abstained'):
-        parts.append(f'confidence {escape(message["confidence"])}')
+        parts.append(f'{say("label_confidence", language)} {escape(message["confidence"])}')
     return f'<div class="rag-answer-meta">{" · ".join(parts)}</div>' if parts else ''
 
 
