@@ -1,10 +1,7 @@
 """The documents' main language, for the words of the replies (:mod:`rag_plugin.wording`) and the cross-language
-check of an English-only model (:func:`rag_plugin._outcome.other_language`).
-
-It is what the store's first ingestion recorded when it chose the embedding model
-(:func:`rag_plugin.ingest.languages.documents_languages`), else the language most of a sample of stored chunks are
-written in (a store built before that record, or by BBF). Read once, then again after an ingestion changes the store:
-a question pays nothing for it.
+check of an English-only model (:func:`rag_plugin._outcome.other_language`): the language most of a sample of the
+store's chunks are written in (:func:`rag_plugin.text.question_language` on each). Read once, then again after an
+ingestion changes the store: a question pays nothing for it.
 """
 from __future__ import annotations
 
@@ -28,12 +25,10 @@ class DocumentsLanguage:
 
     Args:
         vector_store (VectorStore): the store
-        ledger (Ledger | None): its ingestion ledger
     """
 
-    def __init__(self, vector_store: Any, ledger: Any = None):
+    def __init__(self, vector_store: Any):
         self.vector_store = vector_store
-        self.ledger = ledger
         self._known = False
         self._language: Optional[str] = None
         self._lock = threading.Lock()
@@ -52,13 +47,6 @@ class DocumentsLanguage:
 
     def _read(self) -> Optional[str]:
         try:
-            try:  # TEMP until the auto-model branch lands
-                from rag_plugin.ingest.languages import documents_languages
-            except ImportError:
-                documents_languages = lambda ledger: None  # noqa: E731
-            shares = documents_languages(self.ledger) if self.ledger is not None else None
-            if shares:
-                return max(shares, key=shares.get)
             store = corpus_store(self.vector_store)
             sample = getattr(store, 'sample', None)
             if sample is None:

@@ -175,7 +175,7 @@ class RAG(DocumentsAPI, ContextAPI):
         self.closest_answerer, self.reranker, self.grounding = parts.closest_answerer, parts.reranker, parts.grounding
         self._cache_stage, self._writes = parts.cache_stage, parts.writes
         self.language = s['language']
-        self._documents_language = DocumentsLanguage(vector_store, getattr(self.ingestor, 'ledger', None))
+        self._documents_language = DocumentsLanguage(vector_store)
         self.ingestor.on_change.append(self._documents_language.invalidate)
         self._context, self._pipeline = None, AnswerPipeline(self.components)  # the context engine: on first use
         if not self.session_scoped:
