@@ -7,22 +7,9 @@ import re
 import string
 
 import pytest
+from conftest import ChatSession
 
 from rag_plugin.wording import LANGUAGES, MESSAGES, language_name, reply_language, say
-
-
-class Session:
-    """A session as the pipeline uses one: ``id``, ``get`` and ``set``."""
-    id = 'wording'
-
-    def __init__(self):
-        self.values = {}
-
-    def get(self, key, default=None):
-        return self.values.get(key, default)
-
-    def set(self, key, value):
-        self.values[key] = value
 
 
 def fields(text: str) -> set:
@@ -65,7 +52,7 @@ def test_the_reply_language_is_the_question_s_else_the_session_s_else_the_docume
 def test_a_spanish_question_over_the_english_guides_gets_a_spanish_reply_and_a_short_follow_up_too(make_rag):
     """The bundled model reads English only: the reply says, in Spanish, that the documents are in English and the
     question could not be matched; never "not found", no English sentence; the next short question stays Spanish."""
-    rag, session = make_rag(), Session()
+    rag, session = make_rag(), ChatSession('wording')
     english = [m['en'] for m in MESSAGES.values() if len(m['en']) > 12]
     first = rag.run(session, '¿cuánto cuesta el plan de equipo?')
     assert first.language == 'es' and first.outcome in ('other_language', 'closest'), first.to_dict()
