@@ -24,6 +24,7 @@ from langchain_core.embeddings import Embeddings
 
 from rag_plugin.store import budget
 from rag_plugin.store.filters import where_sql
+from rag_plugin.store.foreign import CHUNK_ID_KEY, as_ours, is_foreign
 from rag_plugin.store.postgres_ledger import PostgresLedger
 from rag_plugin.store.postgres_lock import AdvisoryWriteLock
 from rag_plugin.store.postgres_schema import (MISSING_EXTRA, Tables, create_schema, drop_schema, parse_vector,
@@ -163,40 +164,65 @@ class PostgresStore(PostgresSearch, CorpusVectorStore):
             return {row[0] for row in conn.execute(f'SELECT id FROM {self.chunks_table}')}
 
     def get(self, ids: Sequence[str], cached: bool = False) -> dict[str, Document]:
-        """The chunks with these ids (ids the store lacks are left out), by id."""
+        """The chunks with these ids as the stages read them (ids the store lacks are left out), by id: a chunk
+        another tool wrote (LangChain's ``add_documents``) read as ours (:func:`rag_plugin.store.foreign.as_ours`)."""
+        return {i: Document(page_content=doc.page_content, metadata=as_ours(i, doc.metadata))
+                for i, doc in self.stored(ids).items()}
+
+    def stored(self, ids: Sequence[str]) -> dict[str, Document]:
+        """The chunks with these ids as written (metadata unchanged, ``Document.id`` set), by id; ids the store
+        lacks are left out (LangChain's reads: ``similarity_search``, ``get_by_ids``...)."""
         if not ids:
             return {}
         with self.connection() as conn:
             rows = conn.execute(f'SELECT id, document, metadata FROM {self.chunks_table} WHERE id = ANY(%s)',
                                 (list(ids),)).fetchall()
-        return {i: Document(page_content=text, metadata=metadata) for i, text, metadata in rows}
+        return {i: Document(id=i, page_content=text, metadata=metadata) for i, text, metadata in rows}
 
     def metadatas(self) -> list[dict]:
-        """The metadata of every chunk."""
+        """The metadata of every chunk (another tool's read as ours)."""
         with self.connection() as conn:
-            return [row[0] for row in conn.execute(f'SELECT metadata FROM {self.chunks_table} ORDER BY id')]
+            return [as_ours(i, metadata) for i, metadata in
+                    conn.execute(f'SELECT id, metadata FROM {self.chunks_table} ORDER BY id')]
 
     def find(self, where: dict, limit: Optional[int] = None) -> list[Document]:
-        """Chunks whose metadata pass a filter, at most ``limit``."""
+        """Chunks whose metadata pass a filter, at most ``limit`` (another tool's read as ours)."""
         condition, params = where_sql(where)
-        sql = f'SELECT document, metadata FROM {self.chunks_table} WHERE {condition} ORDER BY id'
+        sql = f'SELECT id, document, metadata FROM {self.chunks_table} WHERE {condition} ORDER BY id'
         if limit is not None:
             sql += ' LIMIT %s'
             params = params + [limit]
         with self.connection() as conn:
             rows = conn.execute(sql, params).fetchall()
-        return [Document(page_content=text, metadata=metadata) for text, metadata in rows]
+        return [Document(page_content=text, metadata=as_ours(i, metadata)) for i, text, metadata in rows]
 
     def foreign_chunks(self, ids: Optional[Sequence[str]] = None) -> dict[str, Document]:
-        """None: every chunk of a PostgreSQL store is written as ours (see :meth:`add_texts`)."""
-        return {}
+        """The chunks another tool wrote (LangChain's ``add_documents``: no ``chunk_id`` in their metadata), by id,
+        read as ours (see :mod:`rag_plugin.store.foreign`).
+
+        Args:
+            ids (Sequence[str]): look only among these chunks (default: every chunk)
+        """
+        if ids is not None and not ids:
+            return {}
+        sql = (f"SELECT id, document, metadata FROM {self.chunks_table} "
+               f"WHERE coalesce(metadata->>'{CHUNK_ID_KEY}', '') = ''")
+        params: list = []
+        if ids is not None:
+            sql += ' AND id = ANY(%s)'
+            params.append(list(ids))
+        with self.connection() as conn:
+            rows = conn.execute(sql, params).fetchall()
+        return {i: Document(page_content=text, metadata=as_ours(i, metadata))
+                for i, text, metadata in rows if is_foreign(metadata)}
 
     def sample(self, n: int = 1) -> list[tuple[str, Document, list[float]]]:
         """Up to ``n`` chunks with their stored vectors: ``(id, chunk, vector)`` (the embedding model's scale)."""
         with self.connection() as conn:
             rows = conn.execute(f'SELECT id, document, metadata, embedding::text FROM {self.chunks_table} LIMIT %s',
                                 (n,)).fetchall()
-        return [(i, Document(page_content=text, metadata=metadata), parse_vector(v)) for i, text, metadata, v in rows]
+        return [(i, Document(page_content=text, metadata=as_ours(i, metadata)), parse_vector(v))
+                for i, text, metadata, v in rows]
 
     def embeddings_of(self, ids: Sequence[str]) -> dict[str, list[float]]:
         """The stored embeddings of chunks, by id."""

@@ -23,6 +23,7 @@ from langchain_core.documents import Document
 
 from rag_plugin.store.base import DenseHit
 from rag_plugin.store.filters import where_sql
+from rag_plugin.store.foreign import as_ours
 from rag_plugin.store.postgres_lexical import best_postings_sql, like_prefix, scoped_lexical_sql
 from rag_plugin.store.postgres_schema import parse_vector, vector_literal
 from rag_plugin.text import found, split_parts, tokens
@@ -187,8 +188,8 @@ class PostgresSearch:
                 rows = self._scoped_lexical(conn, terms, idfs, [df[t] for t in terms], avg, k, where, scope)
             else:
                 rows = conn.execute(*self._best_postings_sql(terms, idfs, avg, k, where)).fetchall()
-        return [(Document(page_content=text, metadata=metadata), float(score))
-                for _, text, metadata, score in rows if score > 0]
+        return [(Document(page_content=text, metadata=as_ours(i, metadata)), float(score))
+                for i, text, metadata, score in rows if score > 0]
 
     def _best_postings_sql(self, terms: list[str], idfs: list[float], avg: float, k: int, where: Optional[dict]
                            ) -> tuple[str, list]:
