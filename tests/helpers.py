@@ -62,3 +62,21 @@ def subprocess_env(**extra: str) -> dict:
     path = [str(ROOT), str(TESTS)] + ([os.environ['PYTHONPATH']] if os.environ.get('PYTHONPATH') else [])
     return {**os.environ, 'HF_HUB_OFFLINE': '1', 'USE_TF': '0', 'ANONYMIZED_TELEMETRY': 'False',
             'PYTHONPATH': os.pathsep.join(path), **extra}
+
+
+def start_postgres(cleanup_mode: Any = 'stop'):
+    """A private PostgreSQL 16 with pgvector (pgserver) in a new temporary folder: ``(server, folder)``; the test is
+    skipped, saying why, when pgserver or psycopg is missing or the server cannot start."""
+    import tempfile
+
+    import pytest
+    try:
+        import pgserver
+    except ImportError:
+        pytest.skip('pgserver is not installed (pip install -e .[dev]): no PostgreSQL server for these tests')
+    pytest.importorskip('psycopg', reason='install rag_plugin[postgres] for the PostgreSQL store')
+    folder = tempfile.mkdtemp(prefix='ragpg')  # short: the server's socket lives there
+    try:
+        return pgserver.get_server(folder, cleanup_mode=cleanup_mode), folder
+    except Exception as e:  # noqa: BLE001 - no server, no test; said plainly
+        pytest.skip(f'pgserver could not start a PostgreSQL server: {type(e).__name__}: {e}')

@@ -8,7 +8,6 @@ going away gives the store-unavailable answer and the RAG recovers when it retur
 import json
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 import uuid
@@ -17,32 +16,9 @@ from pathlib import Path
 import pytest
 
 import ingest_fixtures as fx
-from helpers import build_rag, subprocess_env
+from helpers import build_rag, start_postgres, subprocess_env
 
 ROOT = fx.ROOT
-
-
-def _start_server(cleanup_mode='stop'):
-    try:
-        import pgserver
-    except ImportError:
-        pytest.skip('pgserver is not installed (pip install -e .[dev]): no PostgreSQL server for these tests')
-    pytest.importorskip('psycopg', reason='install rag_plugin[postgres] for the PostgreSQL store')
-    folder = tempfile.mkdtemp(prefix='ragpg')  # short: the server's socket lives there
-    try:
-        return pgserver.get_server(folder, cleanup_mode=cleanup_mode), folder
-    except Exception as e:  # noqa: BLE001 - no server, no test; said plainly
-        pytest.skip(f'pgserver could not start a PostgreSQL server: {type(e).__name__}: {e}')
-
-
-@pytest.fixture(scope='session')
-def pg_dsn():
-    """A private PostgreSQL 16 with pgvector for the test session (stopped and deleted at the end)."""
-    import shutil
-    server, folder = _start_server()
-    yield server.get_uri()
-    server.cleanup()
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _collection() -> str:
@@ -421,7 +397,7 @@ def test_server_going_away_gives_the_store_unavailable_answer_and_recovers(embed
 
     from rag_plugin.rag import STORE_UNAVAILABLE_ANSWER
     from rag_plugin.store import postgres_store
-    server, folder = _start_server(cleanup_mode=None)  # stopped and started here
+    server, folder = start_postgres(cleanup_mode=None)  # stopped and started here
     pgdata = Path(folder)
     socket_dir = server.get_uri().split('host=')[1]
     start = ['-w', '-o', '-h ""', '-o', f'-k {socket_dir}', '-l', str(pgdata / 'log.txt'), 'start']
