@@ -59,7 +59,7 @@ screenshot: install chromium
 BAF_VENV ?= .venv-baf
 BAF_BIN := $(BAF_VENV)/bin
 BAF_STAMP := $(BAF_VENV)/.rag_plugin-installed
-BAF_EXTRAS := baf,server,eval,docx,dev,redis,postgres
+BAF_EXTRAS := baf,server,eval,docx,dev,redis,postgres,langchain-tests
 
 $(BAF_STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required"'
