@@ -240,6 +240,18 @@ def build_parts(vector_store: VectorStore, splitter: TextSplitter, llm_prompt: s
         reranker=reranker, grounding=GroundingCheck(s['grounding']), writes=writes)
 
 
+def recalibrate(vector_store: VectorStore, embeddings: Optional[RecentQueries], words: Optional[WordSimilarity],
+                s: dict[str, Any]) -> tuple[Calibration, RelevanceGuard]:
+    """The calibration and guard of the model ``auto`` embeddings chose after the RAG was built (an empty store's first
+    ingestion, here or in another process); the vectors remembered of the model used before are forgotten."""
+    if embeddings is not None:
+        embeddings.forget()
+    if words is not None:
+        words.forget()
+    calibration = calibrate(vector_store, embeddings, s)
+    return calibration, guard_of(calibration, s)
+
+
 def guard_of(calibration: Calibration, s: dict[str, Any]) -> RelevanceGuard:
     """The relevance guard of a calibration (thresholds of the embedding model) and the settings."""
     c = calibration

@@ -181,6 +181,10 @@ class WordSimilarity:
         embed = getattr(self.embeddings, 'embed_words', None) or self.embeddings.embed_documents
         return self._memo.vectors(words, embed)
 
+    def forget(self) -> None:
+        """Forget the words' vectors (the model behind changed: ``auto`` chose one)."""
+        self._memo.clear()
+
     def nearest(self, words: list[str], candidates: list[str]) -> dict[str, tuple[str, float]]:
         """For each word, the candidate closest in meaning and their cosine (``{}`` without candidates)."""
         if not words or not candidates:

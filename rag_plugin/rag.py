@@ -15,9 +15,11 @@ from langchain_text_splitters import TextSplitter
 
 from rag_plugin._documents_language import DocumentsLanguage
 from rag_plugin.augment import DEFAULT_LLM_PROMPT
-from rag_plugin._build import build_parts, rag_settings
+from rag_plugin._build import build_parts, rag_settings, recalibrate
 from rag_plugin.cache import SemanticCache
 from rag_plugin.cache.stage import corpus_version
+from rag_plugin.embeddings.auto import auto_of
+from rag_plugin.ingest.store_settings import follow_recorded_model
 from rag_plugin._components import RAGComponents
 from rag_plugin.generate.extractive import is_extractive
 from rag_plugin.guard import CorpusSignals
@@ -174,12 +176,27 @@ class RAG(DocumentsAPI, ContextAPI):
         self.rewriter, self.tracer, self.cache = parts.rewriter, parts.tracer, parts.cache
         self.closest_answerer, self.reranker, self.grounding = parts.closest_answerer, parts.reranker, parts.grounding
         self._cache_stage, self._writes = parts.cache_stage, parts.writes
-        self.language = s['language']
+        self.language, self._settings = s['language'], s
+        self._follow_model(vector_store)
         self._documents_language = DocumentsLanguage(vector_store)
         self.ingestor.on_change.append(self._documents_language.invalidate)
         self._context, self._pipeline = None, AnswerPipeline(self.components)  # the context engine: on first use
         if not self.session_scoped:
             self.host.register_rag(bot, self)
+
+    def _follow_model(self, vector_store: VectorStore) -> None:
+        """With ``auto`` embeddings on an empty store, take the thresholds of the model its first ingestion chooses
+        (here, or in another process: seen when the store is refreshed)."""
+        auto = auto_of(getattr(vector_store, 'embeddings', None))
+        if auto is not None and auto.undecided:
+            auto.listen(self._model_chosen)
+            ledger = self.ingestor.ledger
+            self.ingestor.refresher.on_refresh.append(lambda: follow_recorded_model(ledger, vector_store))
+
+    def _model_chosen(self) -> None:
+        self.calibration, self.guard = recalibrate(self.vector_store, self.embeddings, self._retriever.words,
+                                                   self._settings)
+        self._context = None  # its memo holds vectors of the model before
 
     @property
     def retriever(self) -> Retriever:

@@ -177,9 +177,10 @@ RAG_NOT_FOUND_ANSWER = Setting('not_found_answer', str, DEFAULT_NOT_FOUND_ANSWER
                                'not contain it')
 RAG_LANGUAGE = Setting('language', str, 'en', "the language of the plugin's own words (en, es or ca) when neither "
                        "the question's words, the session's last reply nor the documents tell it")
-RAG_EMBEDDING_MODEL = Setting('embedding_model', str, 'minilm', 'minilm (bundled all-MiniLM-L6-v2), e5-multilingual '
-                              '(extra [multilingual]), openai:<model>, or a sentence-transformers path; a store keeps '
-                              'the model that filled it', env='RAG_PLUGIN_EMBEDDING_MODEL')
+RAG_EMBEDDING_MODEL = Setting('embedding_model', str, 'auto', 'auto (chosen at a store\'s first ingestion: MiniLM '
+                              'for English documents, e5-multilingual otherwise), minilm (bundled all-MiniLM-L6-v2), '
+                              'e5-multilingual, openai:<model>, or a sentence-transformers path; a store keeps the '
+                              'model that filled it', env='RAG_PLUGIN_EMBEDDING_MODEL')
 RAG_EMBEDDING_BACKEND = Setting('embedding_backend', str, 'auto', 'onnx, torch, or auto (ONNX Runtime when it gives '
                                 "PyTorch's vectors)", env='RAG_PLUGIN_EMBEDDING_BACKEND')
 RAG_EMBEDDING_VARIANT = Setting('embedding_variant', str, 'float32', 'float32, or int8 (8-bit weights on ONNX '

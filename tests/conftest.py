@@ -75,8 +75,9 @@ def repeated_sentences(text: str) -> list[str]:
 
 @pytest.fixture(scope='session')
 def embeddings():
-    from rag_plugin import default_embeddings
-    return default_embeddings()
+    """The bundled MiniLM, shared by the stores of many tests (``auto`` chooses per store: tests/test_auto_model.py)."""
+    from rag_plugin.embeddings.select import embeddings_for
+    return embeddings_for('minilm')
 
 
 @pytest.fixture(scope='session')

