@@ -186,12 +186,12 @@ class RAG(DocumentsAPI, ContextAPI):
 
     def _follow_model(self, vector_store: VectorStore) -> None:
         """With ``auto`` embeddings on an empty store, take the thresholds of the model its first ingestion chooses
-        (here, or in another process: seen when the store is refreshed)."""
+        (here, or in another process: its ledger is read before each query until then)."""
         auto = auto_of(getattr(vector_store, 'embeddings', None))
         if auto is not None and auto.undecided:
             auto.listen(self._model_chosen)
             ledger = self.ingestor.ledger
-            self.ingestor.refresher.on_refresh.append(lambda: follow_recorded_model(ledger, vector_store))
+            auto.probe = lambda: follow_recorded_model(ledger, vector_store)
 
     def _model_chosen(self) -> None:
         self.calibration, self.guard = recalibrate(self.vector_store, self.embeddings, self._retriever.words,

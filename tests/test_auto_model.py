@@ -129,3 +129,15 @@ def test_plainly_english_text_skips_langdetect_and_anything_else_is_left_to_it()
                'tres películas, durante tres semanas.']
     assert clearly_english(english) == Counter(en=3)
     assert clearly_english(english + spanish) is None and clearly_english(spanish) is None
+
+
+def test_a_bot_started_on_an_empty_store_follows_the_model_another_process_chose(tmp_path):
+    """The bot starts first (nothing ingested), `ingest` runs in another process: the bot's next question is embedded
+    with the model that process recorded, and answered with its thresholds."""
+    from rag_plugin.embeddings.calibration import E5
+    store = tmp_path / 'store'
+    bot = build_rag(_auto_store(store))
+    assert _cli('ingest', str(ES_CA), '--store', str(store), '-q').returncode == 0
+    reply = bot.run(message='¿Cuánto cuesta el duplicado del carné?')
+    assert bot.calibration.model == E5.model and bot.embeddings.embeddings.chosen == 'e5-multilingual'
+    assert reply.outcome != 'not_found' and reply.sources[0]['source'] == 'es_biblioteca_carne_y_prestamos.pdf'

@@ -122,6 +122,9 @@ class AutoEmbeddings(Embeddings):
         chosen (str | None): ``minilm`` or ``e5-multilingual`` once chosen (None: not yet; MiniLM embeds meanwhile)
         reason (str): why (empty until chosen)
         on_choice (list): called with no argument once the model is chosen (held weakly when they are bound methods)
+        probe (Callable[[], None] | None): asked before a query is embedded while no model is chosen (an empty
+            store): adopts the model another process's first ingestion recorded
+            (:func:`rag_plugin.ingest.store_settings.follow_recorded_model`)
     """
 
     def __init__(self, make: Callable[[str], Embeddings]):
@@ -131,6 +134,7 @@ class AutoEmbeddings(Embeddings):
         self.chosen: Optional[str] = None
         self.reason: str = ''
         self.on_choice: list = []
+        self.probe: Optional[Callable[[], None]] = None
 
     # ---- the model in use ----------------------------------------------------------------------------------------
     def _make(self, name: str) -> Embeddings:
@@ -215,7 +219,9 @@ class AutoEmbeddings(Embeddings):
         return self.model.embed_documents(texts)
 
     def embed_query(self, text: str) -> list[float]:
-        """Embed a search query with the model in use."""
+        """Embed a search query with the model in use (first asking :attr:`probe` while none is chosen)."""
+        if self.chosen is None and self.probe is not None:
+            self.probe()
         return self.model.embed_query(text)
 
     def embed_words(self, words: list[str]) -> list[list[float]]:
