@@ -30,6 +30,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 from langchain_text_splitters import TextSplitter
 
+from rag_plugin.embeddings.auto import auto_of
 from rag_plugin.ingest import IngestReport, Ingestor, ledger_for
 from rag_plugin.ingest.limits import ParseLimits
 from rag_plugin.ingest.pipeline import FileResult
@@ -188,6 +189,14 @@ class SessionUploads:
         own = self._get(session)
         return own.store if own is not None else None
 
+    def drop_all(self) -> None:
+        """Forget every session's uploads (their vectors are of a model the shared store no longer uses)."""
+        with self._lock:
+            owns = list(self._own.values())
+            self._own.clear()
+        for own in owns:
+            own.release()
+
     def drop(self, session: 'Session') -> None:
         """Forget a session's uploads now (BBF's end or reset of a session does it by itself)."""
         with self._lock:
@@ -220,7 +229,9 @@ class SessionUploads:
         the session."""
         from rag_plugin.defaults import default_vector_store
         from rag_plugin.retrieve import default_retriever
-        store = default_vector_store(None, self.embeddings, collection_name=f'rag_plugin_upload_{uuid.uuid4().hex}')
+        auto = auto_of(self.embeddings)  # an upload never chooses the shared store's model: it uses the one in use
+        embeddings = auto.model if auto is not None else self.embeddings
+        store = default_vector_store(None, embeddings, collection_name=f'rag_plugin_upload_{uuid.uuid4().hex}')
         ingestor = Ingestor(store, self.splitter, ledger_for(store), limits=self.limits)
         retriever = default_retriever(store, embeddings=self._query_embeddings)
         lexical = getattr(retriever, 'lexical', None)

@@ -197,6 +197,7 @@ class RAG(DocumentsAPI, ContextAPI):
         self.calibration, self.guard = recalibrate(self.vector_store, self.embeddings, self._retriever.words,
                                                    self._settings)
         self._context = None  # its memo holds vectors of the model before
+        self.session_uploads.drop_all()  # so do the sessions' uploads
 
     @property
     def retriever(self) -> Retriever:

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from conftest import PDFS, ROOT
-from helpers import build_rag, subprocess_env
+from helpers import build_rag, chat_file, subprocess_env
 
 ES_CA = ROOT / 'data' / 'eval' / 'pdfs_es_ca'
 E5_ID = 'intfloat/multilingual-e5-small'
@@ -44,6 +44,14 @@ def test_a_spanish_and_catalan_corpus_with_no_setting_is_embedded_with_e5_and_th
     assert reply['outcome'] != 'not_found' and reply['sources'][0]['source'].startswith('ca_bicivila'), reply
 
 
+class _Session:
+    """A chat session as the uploads key them (any object a weak reference can point to)."""
+
+
+def _fail(*args, **kwargs):
+    raise AssertionError('the language was detected again')
+
+
 def test_an_english_corpus_keeps_minilm_and_a_later_rag_adopts_the_recorded_model(tmp_path):
     from rag_plugin.embeddings.calibration import E5, MINILM
     english = build_rag(_auto_store(tmp_path / 'en'))
@@ -53,7 +61,12 @@ def test_an_english_corpus_keeps_minilm_and_a_later_rag_adopts_the_recorded_mode
     assert 'English' in english.ingestor.ledger.setting('embedding_choice')
     catalan = build_rag(_auto_store(tmp_path / 'ca'))
     catalan.ingest(str(ES_CA), progress=False)
-    reopened = build_rag(_auto_store(tmp_path / 'ca'))  # another process: the ledger's model, no detection
+    import rag_plugin.embeddings.auto as auto
+    with pytest.MonkeyPatch.context() as patch:  # another process: the ledger's model, no detection
+        patch.setattr(auto, 'detect_languages', _fail)
+        patch.setattr(auto, 'clearly_english', _fail)
+        reopened = build_rag(_auto_store(tmp_path / 'ca'))
+        reopened.ingest(str(ES_CA), progress=False)
     assert reopened.calibration.model == E5.model and reopened.embeddings.embeddings.chosen == 'e5-multilingual'
 
 
@@ -66,6 +79,10 @@ def test_a_rag_built_on_an_empty_store_takes_the_chosen_model_s_thresholds(tmp_p
     assert rag.run(message='¿Cuánto cuesta el duplicado del carné?').outcome in ('not_found', 'other_language')
     rag.load_pdfs(str(ES_CA))
     assert rag.calibration.model == E5.model and rag.guard.threshold == E5.relevance_threshold
+    assert rag.embeddings.calibration.model == E5.model  # what the answerer and the cache read
+    e5 = rag.embeddings.embeddings.model
+    assert rag.embeddings.embed_query('¿Cuánto cuesta el duplicado del carné?') == e5.embed_query(
+        '¿Cuánto cuesta el duplicado del carné?')  # the question asked before is embedded again, by e5
     reply = rag.run(message='¿Cuánto cuesta el duplicado del carné?')
     assert reply.outcome != 'not_found' and reply.sources[0]['source'] == 'es_biblioteca_carne_y_prestamos.pdf'
 
@@ -121,14 +138,30 @@ def test_language_detection_is_deterministic_and_skips_texts_too_short_to_tell()
     assert detect_languages(texts) == detect_languages(texts) == Counter(es=4, ca=4)
 
 
-def test_plainly_english_text_skips_langdetect_and_anything_else_is_left_to_it():
-    from rag_plugin.embeddings.auto import clearly_english
+def test_plainly_english_text_skips_langdetect_and_anything_else_is_left_to_it(monkeypatch):
+    import langdetect
+    from rag_plugin.embeddings.auto import AutoEmbeddings, clearly_english
     english = ['Deleted notes stay in the trash for 30 days, and you can restore them from the trash on any of your '
                'devices before they are removed for good.'] * 3
     spanish = ['Con el carné puedes llevarte a la vez hasta doce documentos en total, como máximo ocho libros y '
                'tres películas, durante tres semanas.']
     assert clearly_english(english) == Counter(en=3)
     assert clearly_english(english + spanish) is None and clearly_english(spanish) is None
+    monkeypatch.setattr(langdetect, 'detect', _fail)
+    auto = AutoEmbeddings(lambda name: object())
+    assert auto.choose(english) and auto.chosen == 'minilm'  # langdetect never asked
+
+
+def test_an_upload_on_an_empty_store_never_chooses_and_is_dropped_when_the_store_chooses(tmp_path):
+    rag = build_rag(_auto_store(tmp_path / 'store'))
+    session = _Session()
+    pdf = ES_CA / 'es_biblioteca_carne_y_prestamos.pdf'
+    upload = chat_file(file_name=pdf.name, file_type='application/pdf', file_data=pdf.read_bytes())
+    report = rag.session_uploads.add(session, upload, 10)
+    assert report.files[0].status == 'added', report
+    assert rag.embeddings.embeddings.undecided  # the upload did not choose the shared store's model
+    rag.ingest(str(ES_CA), progress=False)
+    assert rag.embeddings.embeddings.chosen == 'e5-multilingual' and rag.session_uploads.store(session) is None
 
 
 def test_a_bot_started_on_an_empty_store_follows_the_model_another_process_chose(tmp_path):

@@ -53,8 +53,8 @@ def test_a_tiny_eval_with_baseline_has_the_frameworks_rows_first_and_they_retrie
     for r in results[:-1]:  # a framework's RAG gives no scores: no abstention to report
         assert r.false_abstention is None and r.sweep == []
     # each framework's store is its own, beside ours, in the cache
-    stores = {p.name for p in cache.glob('*/*')}
-    assert {framework.NAME, 'rag_plugin'} <= stores
+    stores = {p.name for p in cache.glob('*/*')}  # named for the model too: ``auto`` (the default) has its own
+    assert {f'{framework.NAME}-auto', 'rag_plugin-auto'} <= stores, stores
 
 
 @pytest.mark.baf
@@ -62,7 +62,7 @@ def test_a_tiny_eval_with_baseline_has_the_frameworks_rows_first_and_they_retrie
 def test_bafs_rows_are_its_rag_and_hybrid_rag_on_its_own_chunks(tiny_eval, embeddings):
     from baf.nlp.rag.rag import RAG, HybridRAG
     _, cache = tiny_eval
-    folder = next(cache.glob('*/baf'))
+    folder = next(cache.glob('*/baf-auto'))
     rag, hybrid = baselines.baf_rags(PDFS, embeddings, folder)  # the cached store: opened, nothing loaded again
     assert type(rag) is RAG and type(hybrid) is HybridRAG
     chunks = rag.vector_store.get()

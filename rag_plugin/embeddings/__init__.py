@@ -37,7 +37,8 @@ ENGLISH_ONLY_MODELS = frozenset({'sentence-transformers/all-MiniLM-L6-v2'})
 """frozenset[str]: the models (as a store records them, :func:`model_id`) that read English only: a question in
 another language shares no meaning with English documents in their vectors (docs/embeddings.md)."""
 
-__all__ = ['AUTO', 'MINILM', 'E5_MULTILINGUAL', 'ENGLISH_ONLY_MODELS', 'OPENAI_PREFIX', 'BUNDLED', 'english_only', 'model_id']
+__all__ = ['AUTO', 'MINILM', 'E5_MULTILINGUAL', 'ENGLISH_ONLY_MODELS', 'OPENAI_PREFIX', 'BUNDLED', 'english_only',
+           'model_id']
 
 
 def model_id(embeddings: object) -> str:

@@ -169,18 +169,28 @@ class AutoEmbeddings(Embeddings):
         return {'by': AUTO, 'model': self.chosen, 'reason': self.reason}
 
     # ---- choosing -----------------------------------------------------------------------------------------------
-    def choose(self, texts: Sequence[str]) -> bool:
+    def choose(self, texts: Sequence[str], record: Optional[Callable[[], None]] = None) -> bool:
         """Choose the model by the languages of ``texts`` (the first chunks of the store's first ingestion); False when
-        it was chosen before."""
+        it was chosen before.
+
+        Args:
+            texts (Sequence[str]): the chunks
+            record (Callable[[], None]): writes the choice to the store's ledger; called before :attr:`on_choice`
+        """
+        if self.chosen is not None:
+            return False
+        languages = clearly_english(texts) or detect_languages(texts)  # outside the lock: queries do not wait
+        name, reason = model_for(languages)
+        if name == E5_MULTILINGUAL and not e5_available():
+            name, reason = MINILM, f'{reason.split(":")[0]}: {NO_E5_NOTE}'
+            logger.warning('[RAG] Embedding model: %s', reason)
+        self._make(name)  # loaded before anyone reads the choice: a missing package fails here, not mid-question
         with self._lock:
             if self.chosen is not None:
                 return False
-            languages = clearly_english(texts) or detect_languages(texts)
-            name, reason = model_for(languages)
-            if name == E5_MULTILINGUAL and not e5_available():
-                name, reason = MINILM, f'{reason.split(":")[0]}: {NO_E5_NOTE}'
-                logger.warning('[RAG] Embedding model: %s', reason)
-            self._set(name, reason)
+            self.reason, self.chosen = reason, name
+        if record is not None:
+            record()
         logger.info('[RAG] Embedding model chosen for the store (rag.embedding_model = auto): %s (%s)',
                     self.model_id, reason)
         self._notify()
@@ -193,13 +203,11 @@ class AutoEmbeddings(Embeddings):
         with self._lock:
             if self.chosen is not None:
                 return False
-            self._set(E5_MULTILINGUAL if recorded_model == E5_MODEL_ID else MINILM, reason)
+            name = E5_MULTILINGUAL if recorded_model == E5_MODEL_ID else MINILM
+            self._make(name)
+            self.reason, self.chosen = reason, name
         self._notify()
         return True
-
-    def _set(self, name: str, reason: str) -> None:
-        self._make(name)  # loaded before anyone reads the choice: a missing package fails here, not mid-question
-        self.reason, self.chosen = reason, name
 
     def listen(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` once the model is chosen (a bound method is held weakly: a RAG may be dropped)."""
@@ -210,8 +218,17 @@ class AutoEmbeddings(Embeddings):
             callback = ref() if isinstance(ref, weakref.WeakMethod) else ref
             if callback is None:
                 self.on_choice.remove(ref)
-            else:
+                continue
+            try:
                 callback()
+            except Exception as e:  # noqa: BLE001 - the choice is recorded; one listener's failure is reported
+                logger.warning('[RAG] After the embedding model was chosen: %s: %s', type(e).__name__, e)
+
+    def __getattr__(self, name: str) -> Any:
+        """Another attribute is the model's in use (``backend``, ``batch_size``... of MiniLM)."""
+        if name.startswith('_') or name in ('chosen', 'reason', 'on_choice', 'probe'):
+            raise AttributeError(name)
+        return getattr(self.model, name)
 
     # ---- LangChain's Embeddings ---------------------------------------------------------------------------------
     def embed_documents(self, texts: list[str]) -> list[list[float]]:

@@ -27,6 +27,21 @@ VARIANTS = ('float32', 'int8')
 """tuple[str, ...]: the weights' variants of :class:`SentenceTransformerEmbeddings`."""
 
 
+def checked_options(backend: Optional[str] = None, variant: Optional[str] = None) -> tuple[str, str]:
+    """The backend and variant asked for (the settings' when None), checked.
+
+    Raises:
+        ValueError: an unknown backend or variant
+    """
+    wanted = resolve(RAG_EMBEDDING_BACKEND, value=backend)
+    if wanted not in ('auto', 'onnx', 'torch'):
+        raise ValueError(f'unknown embedding backend {wanted!r} (auto, onnx or torch)')
+    chosen = resolve(RAG_EMBEDDING_VARIANT, value=variant)
+    if chosen not in VARIANTS:
+        raise ValueError(f'unknown embedding variant {chosen!r} ({" or ".join(VARIANTS)})')
+    return wanted, chosen
+
+
 class SentenceTransformerEmbeddings(Embeddings):
     """LangChain embeddings over a local sentence-transformers model, L2-normalised.
 
@@ -59,12 +74,7 @@ class SentenceTransformerEmbeddings(Embeddings):
     def __init__(self, model_name_or_path: Optional[str] = None, batch_size: Optional[int] = None,
                  device: str = 'cpu', backend: Optional[str] = None, variant: Optional[str] = None):
         self.model_name: str = model_name_or_path or _bundled_model_path() or DEFAULT_EMBEDDING_MODEL
-        wanted = resolve(RAG_EMBEDDING_BACKEND, value=backend)
-        if wanted not in ('auto', 'onnx', 'torch'):
-            raise ValueError(f'unknown embedding backend {wanted!r} (auto, onnx or torch)')
-        self.variant: str = resolve(RAG_EMBEDDING_VARIANT, value=variant)
-        if self.variant not in VARIANTS:
-            raise ValueError(f'unknown embedding variant {self.variant!r} ({" or ".join(VARIANTS)})')
+        wanted, self.variant = checked_options(backend, variant)
         if self.variant == 'int8':
             if wanted == 'torch' or device != 'cpu':
                 raise ValueError('the int8 variant runs on ONNX Runtime on the CPU only')

@@ -25,6 +25,8 @@ def embeddings_for(name: Optional[str] = None, backend: Optional[str] = None,
     name = (name or '').strip()
     if name.lower() in ('', AUTO):
         from rag_plugin.embeddings.auto import AutoEmbeddings
+        from rag_plugin.embeddings.minilm import checked_options
+        checked_options(backend, variant)  # a wrong setting fails now, not at the first ingestion
         return AutoEmbeddings(lambda model: embeddings_for(model, backend=backend, variant=variant))
     if name.lower() == E5_MULTILINGUAL:
         from rag_plugin.embeddings.e5 import E5Embeddings

@@ -37,7 +37,7 @@ from rag_plugin.evaluation.retrieval import (DEFAULT_CONFIGS, ConfigResult, Retr
                                              suggest_threshold, threshold_sweep)
 from rag_plugin.evaluation.specific import compare_specific
 from rag_plugin.evaluation.baselines import (BaselineUnavailable, baseline_names, baseline_retrievers, bbf_retrieve,
-                                             bbf_store)
+                                             bbf_store, require_baselines)
 from rag_plugin.evaluation.stores import BACKENDS, backend_store, eval_database_url, ours_store, postgres_copy
 from rag_plugin.evaluation.tables import (format_answer_table, format_change_table, format_outcome_table,
                                           load_baseline)
@@ -87,14 +87,17 @@ def run_evaluation(pdfs: str, qa_files: list[str], ks: tuple[int, ...] = (1, 4, 
     """
     items = [item for path in qa_files for item in load_qa(path)]
     embeddings = default_embeddings()
+    folder, cache = Path(pdfs), Path(cache_dir)
+    if baseline:
+        require_baselines()  # said before anything is ingested
+    # ours first: with ``auto`` its ingestion chooses the model the frameworks' stores then use too
+    store = backend_store(folder, cache, embeddings, progress, backend, database_url)
     calibration = calibration_for(model_id(embeddings))
     threshold = calibration.relevance_threshold if threshold is None else threshold
-    folder, cache = Path(pdfs), Path(cache_dir)
     results = []
     for name, retrieve in baseline_retrievers(folder, cache, embeddings) if baseline else ():
         retrieve('warm-up', 1)  # as each configuration below: the first search loads the index from disk
         results.append(evaluate_retriever(name, retrieve, items, ks))
-    store = backend_store(folder, cache, embeddings, progress, backend, database_url)
     corpus = corpus_store(store)
     signals = CorpusSignals(corpus.idf, corpus.knows, WordSimilarity(embeddings))
     for name in configs:

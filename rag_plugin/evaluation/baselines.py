@@ -103,9 +103,7 @@ def baf_rags(pdfs: Path, embeddings, folder: Path) -> tuple[Any, Any]:
     Returns:
         tuple: ``(RAG, HybridRAG)``, both with k=4 and BAF's example splitter
     """
-    missing = [m for m in BAF_RAG_NEEDS if importlib.util.find_spec(m) is None]
-    if missing:
-        raise BaselineUnavailable(f"BAF's own RAG needs {', '.join(missing)} (BAF's [extras]): {BAF_RAG_INSTALL}")
+    _require_baf_rag()
     from baf.nlp.rag.rag import RAG as BAFRAG, HybridRAG
     from langchain_chroma import Chroma
     from langchain_text_splitters import RecursiveCharacterTextSplitter
@@ -117,6 +115,12 @@ def baf_rags(pdfs: Path, embeddings, folder: Path) -> tuple[Any, Any]:
     data = store.get()  # what HybridRAG's own loaders seed BM25 with (HybridRAG._sync_bm25)
     chunks = [Document(page_content=t, metadata=m) for t, m in zip(data['documents'], data['metadatas'])]
     return rag, HybridRAG(StandaloneBot(), store, splitter, 'none', k=4, bm25_docs=chunks)
+
+
+def _require_baf_rag() -> None:
+    missing = [m for m in BAF_RAG_NEEDS if importlib.util.find_spec(m) is None]
+    if missing:
+        raise BaselineUnavailable(f"BAF's own RAG needs {', '.join(missing)} (BAF's [extras]): {BAF_RAG_INSTALL}")
 
 
 def _baf(pdfs: Path, cache_dir: Path, embeddings, folder: Path) -> list[Retrieve]:
@@ -151,9 +155,8 @@ def baseline_names() -> list[str]:
     return [name for framework in installed_frameworks() for name in _names(framework)]
 
 
-def baseline_retrievers(pdfs: Path, cache_dir: Path, embeddings) -> list[tuple[str, Retrieve]]:
-    """The installed framework's own RAG(s) on ``pdfs``, each with its row's name, their stores cached in
-    ``cache_dir`` (one per framework, corpus and embedding model).
+def require_baselines() -> list[Framework]:
+    """The installed frameworks whose own RAG ``--baseline`` evaluates (asked before anything is ingested).
 
     Raises:
         BaselineUnavailable: no framework is installed, or BAF's RAG dependencies are missing
@@ -162,8 +165,20 @@ def baseline_retrievers(pdfs: Path, cache_dir: Path, embeddings) -> list[tuple[s
     if not frameworks:
         raise BaselineUnavailable('--baseline evaluates the installed framework\'s own RAG: install BBF '
                                   "(rag_plugin[bbf]) or BAF (rag_plugin[baf])")
+    if any(framework.short == 'BAF' for framework in frameworks):
+        _require_baf_rag()
+    return frameworks
+
+
+def baseline_retrievers(pdfs: Path, cache_dir: Path, embeddings) -> list[tuple[str, Retrieve]]:
+    """The installed framework's own RAG(s) on ``pdfs``, each with its row's name, their stores cached in
+    ``cache_dir`` (one per framework, corpus and embedding model).
+
+    Raises:
+        BaselineUnavailable: no framework is installed, or BAF's RAG dependencies are missing
+    """
     rows = []
-    for framework in frameworks:
+    for framework in require_baselines():
         folder = cache_folder(cache_dir, pdfs, framework.short.lower(), embeddings)
         rows.extend(zip(_names(framework), framework.build(pdfs, cache_dir, embeddings, folder)))
     return rows

@@ -101,13 +101,22 @@ def follow_recorded_model(ledger: Ledger, vector_store: VectorStore) -> None:
     if auto is None or not auto.undecided:
         return
     recorded = settings_of.loads(ledger.setting(settings_of.EMBEDDING_KEY))
-    store = corpus_store(vector_store)
-    holds_chunks = store is not None and store.count() > 0
-    if recorded is not None and (ledger.all() or holds_chunks):
+    if recorded is not None and ledger.all():
         choice = recorded_choice(ledger.setting(CHOICE_KEY)) or {}
         auto.adopt(str(recorded.get('model')), choice.get('reason') or 'the model the store was built with')
-    elif holds_chunks:
-        auto.adopt('', 'the store held chunks of another tool before auto chose: MiniLM, as before')
+    elif _holds_chunks(vector_store):
+        reason = ('the model the store was built with' if recorded is not None else
+                  'the store held chunks of another tool before auto chose: MiniLM, as before')
+        auto.adopt(str((recorded or {}).get('model') or ''), reason)
+
+
+def _holds_chunks(vector_store: VectorStore) -> bool:
+    """Whether the store holds chunks (no: it cannot be read now; its damage is reported where it is checked)."""
+    store = corpus_store(vector_store)
+    try:
+        return store is not None and store.count() > 0
+    except Exception:  # noqa: BLE001 - a damaged store is the consistency check's to report, in one line
+        return False
 
 
 def follow_documents(ledger: Ledger, vector_store: VectorStore, texts: list[str]) -> None:
@@ -118,10 +127,11 @@ def follow_documents(ledger: Ledger, vector_store: VectorStore, texts: list[str]
     if auto is None:
         return
     if auto.undecided:
-        if auto.choose(texts):
+        def record() -> None:
             ledger.set_setting(CHOICE_KEY, json.dumps(auto.choice(), sort_keys=True))
             ledger.set_setting(settings_of.EMBEDDING_KEY,
                                settings_of.dumps(settings_of.embedding_settings(store_embeddings(vector_store))))
+        auto.choose(texts, record)
         return
     if auto.chosen == MINILM and e5_available():
         languages = clearly_english(texts) or detect_languages(texts)
