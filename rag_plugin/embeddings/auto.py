@@ -88,6 +88,12 @@ def detect_languages(texts: Sequence[str], sample: int = SAMPLE_CHUNKS) -> Count
     return votes
 
 
+def languages_of(texts: Sequence[str]) -> Counter:
+    """The languages of a sample of ``texts``: plainly English ones without langdetect (:func:`clearly_english`),
+    else langdetect's (:func:`detect_languages`)."""
+    return clearly_english(texts) or detect_languages(texts)
+
+
 def spoken(languages: Counter) -> str:
     """Detected languages as ``es 11, ca 10 of 21 chunks read``."""
     counts = ', '.join(f'{lang} {n}' for lang, n in languages.most_common())
@@ -179,7 +185,7 @@ class AutoEmbeddings(Embeddings):
         """
         if self.chosen is not None:
             return False
-        languages = clearly_english(texts) or detect_languages(texts)  # outside the lock: queries do not wait
+        languages = languages_of(texts)  # outside the lock: queries do not wait
         name, reason = model_for(languages)
         if name == E5_MULTILINGUAL and not e5_available():
             name, reason = MINILM, f'{reason.split(":")[0]}: {NO_E5_NOTE}'

@@ -12,8 +12,8 @@ from langchain_core.vectorstores import VectorStore
 from langchain_text_splitters import TextSplitter
 
 from rag_plugin.embeddings import MINILM
-from rag_plugin.embeddings.auto import (CHOICE_KEY, auto_of, clearly_english, detect_languages, e5_available,
-                                        model_for, recorded_choice, spoken)
+from rag_plugin.embeddings.auto import (CHOICE_KEY, auto_of, e5_available, languages_of, model_for,
+                                        recorded_choice, spoken)
 from rag_plugin.ingest import fingerprint as settings_of
 from rag_plugin.store.ledger import Ledger
 from rag_plugin.store import corpus_store
@@ -134,7 +134,7 @@ def follow_documents(ledger: Ledger, vector_store: VectorStore, texts: list[str]
         auto.choose(texts, record)
         return
     if auto.chosen == MINILM and e5_available():
-        languages = clearly_english(texts) or detect_languages(texts)
+        languages = languages_of(texts)
         if model_for(languages)[0] != MINILM:
             logger.warning('[RAG] These files are not (only) in English (%s), but the store was built with MiniLM, '
                            'which reads English only: questions will find them poorly. Rebuild the store with the '
